@@ -1,0 +1,135 @@
+"""``relay.toml``: the engine settings and the agents it may dispatch to.
+
+Validated with pydantic so that a typo fails with the file, the field and the reason,
+and a running engine can keep its last good configuration when an edit is invalid.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+CONFIG_FILE = "relay.toml"
+PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
+KNOWN_ROLES = ("planner", "implementer", "reviewer", "assessor", "tester", "troubleshooter")
+
+
+class ConfigError(ValueError):
+    """relay.toml could not be used; the message names the file and every bad field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NotificationConfig(_Strict):
+    bell: bool = True
+    toast: bool = True
+    on: tuple[str, ...] = ("task.failed", "job.finished", "provider.recovered")
+
+
+class EngineConfig(_Strict):
+    max_concurrent_agents: int = Field(default=4, ge=1, le=512)
+    lease_seconds: float = Field(default=90.0, gt=0)
+    heartbeat_seconds: float = Field(default=15.0, gt=0)
+    tick_seconds: float = Field(default=0.5, gt=0, le=60)
+    cancel_grace_seconds: float = Field(default=5.0, ge=0)
+
+
+class AgentConfig(_Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
+    provider: Literal["claude", "codex", "gemini", "command", "sim"]
+    roles: tuple[str, ...] = ("implementer",)
+    model_class: str | None = None
+    model: str | None = None
+    enabled: bool = True
+    max_concurrent: int | None = Field(default=None, ge=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    command: tuple[str, ...] | None = None
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_not_empty(cls, roles: tuple[str, ...]) -> tuple[str, ...]:
+        if not roles:
+            raise ValueError("an agent needs at least one role")
+        return roles
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, command: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if command is not None and not command:
+            raise ValueError("command must name an executable")
+        return command
+
+
+class RelayConfig(_Strict):
+    engine: EngineConfig = EngineConfig()
+    notifications: NotificationConfig = NotificationConfig()
+    agents: tuple[AgentConfig, ...] = ()
+    keymap: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("agents")
+    @classmethod
+    def _unique_ids(cls, agents: tuple[AgentConfig, ...]) -> tuple[AgentConfig, ...]:
+        seen: set[str] = set()
+        for agent in agents:
+            if agent.id in seen:
+                raise ValueError(f"duplicate agent id {agent.id!r}")
+            seen.add(agent.id)
+        return agents
+
+    def agent(self, agent_id: str) -> AgentConfig | None:
+        return next((a for a in self.agents if a.id == agent_id), None)
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return frozenset(role for agent in self.agents for role in agent.roles) | set(KNOWN_ROLES)
+
+
+def _field_path(loc: Iterable[int | str], data: dict) -> str:
+    parts: list[str] = []
+    node: object = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if isinstance(node, list) and item < len(node) and isinstance(node[item], dict):
+                ident = node[item].get("id")
+                label += f" ({ident})" if ident else ""
+            parts.append(label)
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+        else:
+            parts.append(("." if parts else "") + item)
+            node = node.get(item) if isinstance(node, dict) else None
+    return "".join(parts) or "(top level)"
+
+
+def parse_config(text: str, source: Path) -> RelayConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: invalid TOML: {error}") from error
+    try:
+        return RelayConfig.model_validate(data)
+    except ValidationError as error:
+        lines = [
+            f"{source}: {_field_path(problem['loc'], data)}: {problem['msg']}"
+            for problem in error.errors()
+        ]
+        raise ConfigError("\n".join(lines)) from error
+
+
+def load_config(workspace: Path) -> RelayConfig:
+    """The workspace's config, or a default with one sim agent when there is none."""
+    path = workspace / CONFIG_FILE
+    if not path.exists():
+        return default_config()
+    return parse_config(path.read_text(encoding="utf-8"), path)
+
+
+def default_config() -> RelayConfig:
+    return RelayConfig(agents=(AgentConfig(id="sim", provider="sim", roles=KNOWN_ROLES),))

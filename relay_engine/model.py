@@ -1,0 +1,260 @@
+"""The database schema: SQLModel tables for every durable fact relay keeps.
+
+This is the only module that knows table and column names. Timestamps are float epoch
+seconds (UTC) so that SQLite and PostgreSQL compare them the same way and the pure
+decision functions can take ``now`` as a plain number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, Text
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+
+
+def _json(default: Any = None) -> Any:
+    factory = (lambda: list(default)) if isinstance(default, list) else (lambda: default)
+    return Field(default_factory=factory, sa_column=Column(JSON, nullable=True))
+
+
+def _text(default: str = "") -> Any:
+    return Field(default=default, sa_column=Column(Text, nullable=False, default=default))
+
+
+def _optional_text() -> Any:
+    return Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class SchemaInfo(SQLModel, table=True):
+    __tablename__ = "relay_schema"
+    id: int = Field(default=1, primary_key=True)
+    version: int
+
+
+class Job(SQLModel, table=True):
+    __tablename__ = "relay_job"
+    id: str = Field(primary_key=True)
+    title: str = ""
+    objective: str = _text()
+    repo_path: str | None = None
+    base_branch: str = "main"
+    job_branch: str | None = None
+    priority: str = "P2"
+    mode: str = "manual"
+    wave_gate: str = "auto"
+    auto_merge: bool = False
+    review_enabled: bool = False
+    state: str = Field(default="ACTIVE", index=True)
+    error: str | None = _optional_text()
+    head_sha: str | None = None
+    spec_hash: str = ""
+    source_path: str | None = None
+    approved_wave: int = 0
+    max_plan_rounds: int = 5
+    sim: dict | None = _json()
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Task(SQLModel, table=True):
+    __tablename__ = "relay_task"
+    __table_args__ = (Index("ix_relay_task_job_state", "job_id", "state"),)
+    key: str = Field(primary_key=True)  # "JOB/TASK"
+    job_id: str = Field(index=True)
+    task_id: str
+    kind: str = "work"
+    title: str = ""
+    input: str = _text()
+    role: str = "implementer"
+    model_class: str | None = None
+    workstream: str | None = None
+    priority: str = "P2"
+    story_size: str = "M"
+    dependencies: list[str] = _json([])
+    state: str = Field(default="DRAFT", index=True)
+    attempt: int = 0
+    max_attempts: int = 3
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    execution_id: str | None = Field(default=None, index=True)
+    execution_history: list[str] = _json([])
+    timeout_s: float | None = None
+    not_before: float | None = None
+    waiting_on_provider: str | None = None
+    parked_at: float | None = None
+    resumed_at: float | None = None
+    pinned_agent: str | None = None
+    agent: str | None = None
+    provider: str | None = None
+    plan_id: int | None = None
+    wave: int = 1
+    blocked_by: str | None = None
+    result_summary: str | None = _optional_text()
+    result: Any = _json()
+    error: str | None = _optional_text()
+    spec_hash: str = ""
+    sim: dict | None = _json()
+    started_at: float | None = None
+    finished_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Plan(SQLModel, table=True):
+    __tablename__ = "relay_plan"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    round: int = 1
+    source: str = "model-planner"
+    previous_plan_id: int | None = None
+    trigger: str = "initial"
+    guidance: str | None = None
+    status: str = Field(default="PLANNING", index=True)
+    objective_status: str | None = None
+    assessment: str | None = _optional_text()
+    generated_task_ids: list[str] = _json([])
+    children_stored: bool = False
+    result: Any = _json()
+    rejection: str | None = _optional_text()
+    attempt: int = 0
+    max_attempts: int = 3
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    execution_id: str | None = None
+    agent: str | None = None
+    error: str | None = _optional_text()
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Execution(SQLModel, table=True):
+    __tablename__ = "relay_execution"
+    id: str = Field(primary_key=True)  # the fencing token
+    job_id: str = Field(index=True)
+    task_key: str | None = Field(default=None, index=True)
+    plan_id: int | None = None
+    engine_id: str = ""
+    attempt: int = 0
+    agent: str | None = None
+    provider: str | None = None
+    argv: list[str] = _json([])
+    cwd: str | None = None
+    pid: int | None = None
+    pgid: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = Field(default=None, index=True)
+    exit_code: int | None = None
+    outcome: str | None = None
+    artifact_dir: str | None = None
+    last_output: str | None = None
+    session_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    error: str | None = _optional_text()
+
+
+class Event(SQLModel, table=True):
+    __tablename__ = "relay_event"
+    id: int | None = Field(default=None, primary_key=True)
+    at: float = 0.0
+    job_id: str | None = Field(default=None, index=True)
+    task_key: str | None = Field(default=None, index=True)
+    plan_id: int | None = None
+    kind: str = ""
+    level: str = "info"
+    message: str = _text()
+    data: dict | None = _json()
+
+
+class Command(SQLModel, table=True):
+    """Durable operator commands, so a console on one host can steer engines on another."""
+
+    __tablename__ = "relay_command"
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str
+    payload: dict | None = _json()
+    created_at: float = 0.0
+    applied_at: float | None = Field(default=None, index=True)
+    applied_by: str | None = None
+    outcome: str | None = None
+
+
+class EngineRecord(SQLModel, table=True):
+    __tablename__ = "relay_engine"
+    id: str = Field(primary_key=True)  # boot id, unique per engine start
+    host: str = ""
+    pid: int = 0
+    process_start: float | None = None
+    started_at: float = 0.0
+    heartbeat_at: float = 0.0
+    stopped_at: float | None = None
+    role: str = "run"
+
+
+class AgentRecord(SQLModel, table=True):
+    """Agents as the last engine read them from config, so remote consoles can list them."""
+
+    __tablename__ = "relay_agent"
+    id: str = Field(primary_key=True)
+    provider: str = "sim"
+    roles: list[str] = _json([])
+    model_class: str | None = None
+    enabled: bool = True
+    max_concurrent: int | None = None
+    updated_at: float = 0.0
+
+
+class ProviderLimit(SQLModel, table=True):
+    __tablename__ = "relay_provider_limit"
+    provider: str = Field(primary_key=True)
+    status: str = "ok"
+    reset_at: float | None = None
+    source_text: str | None = None
+    detected_at: float | None = None
+    consecutive_hits: int = 0
+    updated_at: float = 0.0
+
+
+class Assignment(SQLModel, table=True):
+    __tablename__ = "relay_assignment"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    workstream: str = ""
+    role: str = "implementer"
+    agent_id: str = ""
+    mode: str = "pinned"
+    status: str = "active"
+    executions: int = 0
+    last_execution_id: str | None = None
+    reason: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class ProviderSession(SQLModel, table=True):
+    __tablename__ = "relay_provider_session"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    workstream: str = ""
+    role: str = ""
+    agent_id: str = ""
+    provider: str = ""
+    session_id: str = ""
+    status: str = "active"
+    last_started_at: float | None = None
+    last_resumed_at: float | None = None
+    last_failed_at: float | None = None
+
+
+class Memory(SQLModel, table=True):
+    __tablename__ = "relay_memory"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    workstream: str = ""
+    note: str = _text()
+    task_key: str | None = None
+    created_at: float = 0.0

@@ -1,0 +1,162 @@
+"""Which agent runs a task.
+
+Pure: the engine maps its config and database rows into the small frozen facts below and
+acts on the returned `Selection`. `now` is a parameter so limits can be judged without a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    id: str
+    provider: str
+    roles: frozenset[str]
+    model_class: str | None
+    enabled: bool
+    max_concurrent: int | None
+    running: int
+
+
+@dataclass(frozen=True)
+class ProviderFacts:
+    provider: str
+    limited_until: float | None  # None, or a time not after now, means usable
+
+
+@dataclass(frozen=True)
+class PinFacts:
+    agent_id: str  # active pinned assignment for (job, workstream, role)
+
+
+@dataclass(frozen=True)
+class Selected:
+    agent_id: str
+    provider: str
+    via: str  # "pin" | "task-pin" | "auto"
+
+
+@dataclass(frozen=True)
+class Park:
+    provider: str
+    until: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    reason: str
+
+
+@dataclass(frozen=True)
+class NoAgent:
+    reason: str
+
+
+Selection = Selected | Park | Wait | NoAgent
+
+
+def is_eligible(agent: AgentFacts, role: str, model_class: str | None) -> bool:
+    """An agent without a model class, or a task without one, matches any class."""
+    if not agent.enabled or role not in agent.roles:
+        return False
+    return model_class is None or agent.model_class is None or agent.model_class == model_class
+
+
+def eligible_agents(
+    agents: Iterable[AgentFacts], role: str, model_class: str | None
+) -> list[AgentFacts]:
+    """Eligible agents in the given (config) order, which is the tie-break order."""
+    return [a for a in agents if is_eligible(a, role, model_class)]
+
+
+def limited_until(
+    provider: str, providers: Mapping[str, ProviderFacts], now: float
+) -> float | None:
+    """The reset time of a provider that is limited right now, else None."""
+    facts = providers.get(provider)
+    if facts is None or facts.limited_until is None or facts.limited_until <= now:
+        return None
+    return facts.limited_until
+
+
+def has_capacity(agent: AgentFacts) -> bool:
+    return agent.max_concurrent is None or agent.running < agent.max_concurrent
+
+
+def select_agent(
+    *,
+    role: str,
+    model_class: str | None,
+    pinned_agent: str | None,
+    pin: PinFacts | None,
+    agents: Sequence[AgentFacts],
+    providers: Mapping[str, ProviderFacts],
+    now: float,
+    exclude_providers: frozenset[str] = frozenset(),
+) -> Selection:
+    """Pins keep a task (or a workstream) on one agent for continuity, so a pinned agent that is
+    merely full makes the task wait rather than move; a limited or excluded provider releases
+    the pin and the task falls through to automatic choice."""
+    eligible = eligible_agents(agents, role, model_class)
+    if not eligible:
+        return NoAgent(_no_agent_reason(role, model_class))
+
+    def usable(agent: AgentFacts) -> bool:
+        if agent.provider in exclude_providers:
+            return False
+        return limited_until(agent.provider, providers, now) is None
+
+    for wanted, via in ((pinned_agent, "task-pin"), (pin.agent_id if pin else None, "pin")):
+        agent = next((a for a in eligible if a.id == wanted), None)
+        if agent is None or not usable(agent):
+            continue
+        if has_capacity(agent):
+            return Selected(agent.id, agent.provider, via)
+        return Wait(f"{via} agent {agent.id} is at max_concurrent ({_load(agent)})")
+
+    return _auto(eligible, [a for a in eligible if usable(a)], providers, now)
+
+
+def _auto(
+    eligible: list[AgentFacts],
+    usable: list[AgentFacts],
+    providers: Mapping[str, ProviderFacts],
+    now: float,
+) -> Selection:
+    free = [a for a in usable if has_capacity(a)]
+    if free:
+        best = min(free, key=lambda a: a.running)  # min keeps the first: config order breaks ties
+        return Selected(best.id, best.provider, "auto")
+    if usable:
+        busy = ", ".join(f"{a.id} {_load(a)}" for a in usable)
+        return Wait(f"all usable agents are at max_concurrent: {busy}")
+    resets = {a.provider: limited_until(a.provider, providers, now) for a in eligible}
+    if any(until is None for until in resets.values()):
+        excluded = sorted(p for p, until in resets.items() if until is None)
+        return Wait(
+            f"every eligible provider is limited or excluded (excluded: {', '.join(excluded)})"
+        )
+    provider, until = min(
+        ((p, u) for p, u in resets.items() if u is not None), key=lambda pu: (pu[1], pu[0])
+    )
+    reason = f"all eligible providers are limited; {provider} resets first at {_fmt_time(until)}"
+    return Park(provider, until, reason)
+
+
+def _no_agent_reason(role: str, model_class: str | None) -> str:
+    if model_class is None:
+        return f"no enabled agent has role {role!r}"
+    return f"no enabled agent has role {role!r} and model class {model_class!r}"
+
+
+def _load(agent: AgentFacts) -> str:
+    return f"{agent.running}/{agent.max_concurrent}"
+
+
+def _fmt_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

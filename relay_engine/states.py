@@ -1,0 +1,100 @@
+"""State machines of tasks, plans and jobs as transition tables.
+
+Every state change in relay goes through :func:`check_task`, :func:`check_plan` or
+:func:`check_job`, so an impossible change (a SUCCEEDED task running again, say)
+raises at the point where it would happen instead of corrupting the job graph.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import TypeVar
+
+
+class IllegalTransition(ValueError):
+    """A state change that the state machine does not allow."""
+
+
+class TaskState(StrEnum):
+    DRAFT = "DRAFT"
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    PARKED = "PARKED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class PlanState(StrEnum):
+    PLANNING = "PLANNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SUPERSEDED = "SUPERSEDED"
+
+
+class JobState(StrEnum):
+    ACTIVE = "ACTIVE"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    MERGED = "MERGED"
+    CLOSED = "CLOSED"
+
+
+TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+ACTIVE_TASK_STATES = frozenset(set(TaskState) - TERMINAL_TASK_STATES)
+TERMINAL_JOB_STATES = frozenset(set(JobState) - {JobState.ACTIVE})
+
+_T = TaskState
+TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    _T.DRAFT: frozenset({_T.QUEUED, _T.CANCELLED}),
+    # QUEUED -> QUEUED: claim and swap keep the state but change the execution.
+    _T.QUEUED: frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED, _T.CANCELLED}),
+    _T.RUNNING: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.FAILED, _T.PARKED, _T.CANCELLED}),
+    _T.PARKED: frozenset({_T.QUEUED, _T.CANCELLED}),
+    _T.SUCCEEDED: frozenset(),
+    # An operator retry goes back to QUEUED, or to DRAFT while dependencies are unfinished.
+    _T.FAILED: frozenset({_T.QUEUED, _T.DRAFT}),
+    _T.CANCELLED: frozenset({_T.QUEUED, _T.DRAFT}),
+}
+
+_P = PlanState
+PLAN_TRANSITIONS: dict[PlanState, frozenset[PlanState]] = {
+    _P.PLANNING: frozenset({_P.PLANNING, _P.SUCCEEDED, _P.FAILED, _P.SUPERSEDED}),
+    _P.SUCCEEDED: frozenset({_P.SUPERSEDED, _P.FAILED}),
+    _P.FAILED: frozenset({_P.PLANNING}),
+    _P.SUPERSEDED: frozenset(),
+}
+
+_J = JobState
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    _J.ACTIVE: frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
+    # A job that failed or was cancelled comes back to life when the operator retries a task.
+    _J.SUCCEEDED: frozenset({_J.MERGED, _J.CLOSED, _J.ACTIVE}),
+    _J.FAILED: frozenset({_J.ACTIVE, _J.CLOSED}),
+    _J.CANCELLED: frozenset({_J.ACTIVE, _J.CLOSED}),
+    _J.MERGED: frozenset(),
+    _J.CLOSED: frozenset(),
+}
+
+
+S = TypeVar("S", bound=StrEnum)
+
+
+def _check(table: dict[S, frozenset[S]], what: str, current: S, target: S) -> S:
+    if target not in table[current]:
+        raise IllegalTransition(f"{what} cannot go from {current} to {target}")
+    return target
+
+
+def check_task(current: TaskState | str, target: TaskState, *, key: str = "task") -> TaskState:
+    """Return ``target`` if a task may move there from ``current``; raise otherwise."""
+    return _check(TASK_TRANSITIONS, f"task {key}", TaskState(current), target)
+
+
+def check_plan(current: PlanState | str, target: PlanState, *, key: str = "plan") -> PlanState:
+    return _check(PLAN_TRANSITIONS, key, PlanState(current), target)
+
+
+def check_job(current: JobState | str, target: JobState, *, key: str = "job") -> JobState:
+    return _check(JOB_TRANSITIONS, f"job {key}", JobState(current), target)
