@@ -125,7 +125,9 @@ class Store:
         if self._reader is not self._writer:
             self._reader.dispose()
 
-    def enqueue_command(self, kind: str, payload: dict[str, Any], *, now: float | None = None) -> int:
+    def enqueue_command(
+        self, kind: str, payload: dict[str, Any], *, now: float | None = None
+    ) -> int:
         """Store an operator command for whichever engine applies it first."""
         with self.write() as session:
             command = Command(kind=kind, payload=payload, created_at=now or time.time())

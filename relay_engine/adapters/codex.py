@@ -1,0 +1,106 @@
+"""Codex CLI: `codex exec --json PROMPT`, resumed with `codex exec --json resume THREAD PROMPT`.
+
+The stream is JSONL: `thread.started` (thread_id, the resumable id), `turn.started`,
+`item.started`/`item.updated`/`item.completed` (agent_message, reasoning, command_execution,
+file_change, ...), then `turn.completed` with usage or `turn.failed` with an error; `error`
+events carry stream-level failures such as a usage limit.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from relay_engine.adapters.base import (
+    BaseParser,
+    Invocation,
+    InvocationContext,
+    add_tokens,
+    clean_progress,
+    extract_json,
+    first_line,
+    parse_json_line,
+    prompt_needs_stdin,
+    relay_env,
+)
+
+
+class CodexAdapter:
+    provider = "codex"
+    supports_resume = True
+
+    def build(self, ctx: InvocationContext) -> Invocation:
+        """Codex has no tool allow-list flag, so `ctx.tools` is not passed on."""
+        exe = list(ctx.command) if ctx.command else ["codex"]
+        argv = [*exe, "exec", "--json"]
+        if ctx.model:
+            argv += ["--model", ctx.model]
+        argv += list(ctx.extra_args)
+        if ctx.resume_session_id:
+            argv += ["resume", ctx.resume_session_id]
+        via_stdin = prompt_needs_stdin(ctx.prompt)
+        argv.append("-" if via_stdin else ctx.prompt)  # "-": codex reads the prompt from stdin
+        return Invocation(argv, ctx.prompt if via_stdin else None, relay_env(ctx))
+
+    def parser(self) -> CodexParser:
+        return CodexParser()
+
+
+class CodexParser(BaseParser):
+    provider = "codex"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last_message: str | None = None
+
+    def _line(self, line: str, now: datetime) -> None:
+        events = parse_json_line(line)
+        if not events and line.strip():
+            self._raw.add(line)
+            if not line.lstrip().startswith(("{", "[")):
+                self._report.last_progress = clean_progress(line) or self._report.last_progress
+        for event in events:
+            self._event(event, now)
+
+    def _event(self, event: dict, now: datetime) -> None:
+        kind = event.get("type")
+        report = self._report
+        if kind == "thread.started" and isinstance(event.get("thread_id"), str):
+            report.session_id = event["thread_id"]
+        elif kind in ("item.started", "item.updated", "item.completed"):
+            self._item(event.get("item"), completed=kind == "item.completed")
+        elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
+            usage = event["usage"]
+            report.input_tokens = add_tokens(report.input_tokens, usage.get("input_tokens"))
+            report.output_tokens = add_tokens(report.output_tokens, usage.get("output_tokens"))
+        elif kind == "turn.failed":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+            report.is_error = True
+            report.error = report.last_progress = clean_progress(str(message or "turn failed"))
+        elif kind == "error":
+            report.error = clean_progress(str(event.get("message") or "error"))
+            report.last_progress = report.error
+        self._event_limit(event, now)
+
+    def _item(self, item: object, *, completed: bool) -> None:
+        if not isinstance(item, dict):
+            return
+        kind = item.get("type") or item.get("item_type")
+        text = item.get("text")
+        if kind in ("agent_message", "assistant_message") and isinstance(text, str):
+            if completed:
+                self._last_message = text
+            self._report.last_progress = first_line(text) or self._report.last_progress
+        elif kind == "reasoning" and isinstance(text, str):
+            self._report.last_progress = first_line(text.replace("**", ""))
+        elif kind == "command_execution" and isinstance(item.get("command"), str):
+            self._report.last_progress = clean_progress(f"$ {item['command']}")
+        elif kind == "file_change" and isinstance(item.get("changes"), list):
+            paths = [c.get("path", "?") for c in item["changes"] if isinstance(c, dict)]
+            self._report.last_progress = clean_progress("edited " + ", ".join(paths))
+        elif kind == "error" and isinstance(item.get("message"), str):
+            self._report.last_progress = clean_progress(item["message"])
+
+    def _complete(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
+        self._report.result_text = self._last_message
+        self._report.result_data = extract_json(self._last_message)

@@ -1,0 +1,266 @@
+"""The ``relay`` command: the engine, headless."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from relay_engine import commands
+from relay_engine.config import CONFIG_FILE, ConfigError, load_config
+from relay_engine.jobfile import JobFileError, load_job_file
+from relay_engine.jobs import JobConflict, split_key, submit_job
+from relay_engine.model import Event
+from relay_engine.status import status_report
+from relay_engine.store import SchemaError, Store
+
+console = Console()
+err = Console(stderr=True)
+STATE_STYLES = {
+    "SUCCEEDED": "green",
+    "FAILED": "red",
+    "CANCELLED": "magenta",
+    "RUNNING": "cyan",
+    "QUEUED": "yellow",
+    "PARKED": "blue",
+    "DRAFT": "dim",
+    "ACTIVE": "cyan",
+}
+
+
+def _workspace(args: argparse.Namespace) -> Path:
+    return Path(args.workspace).resolve()
+
+
+def _store(args: argparse.Namespace) -> Store:
+    return Store.for_workspace(_workspace(args), args.db)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    workspace = _workspace(args)
+    workspace.mkdir(parents=True, exist_ok=True)
+    templates = resources.files("relay_engine") / "templates"
+    for name, target in ((CONFIG_FILE, CONFIG_FILE), ("example-job.toml", "example-job.toml")):
+        path = workspace / target
+        if path.exists():
+            console.print(f"[dim]kept existing {path}[/]")
+            continue
+        path.write_text((templates / name).read_text(encoding="utf-8"), encoding="utf-8")
+        console.print(f"wrote {path}")
+    _store(args)
+    console.print("next: [bold]relay submit example-job.toml && relay run --until-idle[/]")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    config = load_config(_workspace(args))
+    agents = {a.id for a in config.agents}
+    specs = [
+        load_job_file(Path(f), known_roles=config.roles, known_agents=agents) for f in args.files
+    ]
+    store = _store(args)
+    for spec in specs:
+        outcome = submit_job(store, spec, now=time.time())
+        verb = "submitted" if outcome.created else "unchanged (already submitted)"
+        console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from relay_engine.engine import Engine
+
+    engine = Engine(_workspace(args), store=_store(args))
+    stop = threading.Event()
+
+    def _interrupt(signum: int, _frame: FrameType | None) -> None:
+        err.print("[yellow]stopping: running agents are released back to the queue[/]")
+        stop.set()
+        engine.wake()
+
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    engine.subscribe(lambda: None)
+    follower = None if args.quiet else _follow_in_thread(engine.store, stop)
+    ok = engine.run(stop, until_idle=args.until_idle)
+    stop.set()
+    if follower is not None:
+        follower.join(timeout=2)
+    if args.until_idle:
+        _print_status(engine.store, None)
+    return 0 if ok else 1
+
+
+def _follow_in_thread(store: Store, stop: threading.Event) -> threading.Thread:
+    start = _last_event_id(store)
+
+    def follow() -> None:
+        last = start
+        while True:
+            stopping = stop.is_set()
+            for event in store.events_after(last):
+                last = event.id or last
+                _print_event(event)
+            if stopping:
+                return
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=follow, daemon=True, name="relay-events")
+    thread.start()
+    return thread
+
+
+def _last_event_id(store: Store) -> int:
+    events = store.events_after(0, limit=1_000_000)
+    return events[-1].id if events and events[-1].id else 0
+
+
+def _print_event(event: Event) -> None:
+    line = Text()
+    line.append(time.strftime("%H:%M:%S ", time.localtime(event.at)), style="dim")
+    line.append(
+        f"{event.kind:<18} ", style={"error": "red", "warning": "yellow"}.get(event.level, "")
+    )
+    line.append(event.message)
+    console.print(line)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if args.json:
+        print(json.dumps(status_report(store, args.job), indent=2))
+        return 0
+    _print_status(store, args.job)
+    return 0
+
+
+def _print_status(store: Store, job_id: str | None) -> None:
+    report = status_report(store, job_id)
+    if not report["jobs"]:
+        console.print(
+            "no jobs yet: [bold]relay submit JOB.toml[/] (or [bold]relay init[/] for an example)"
+        )
+        return
+    for job in report["jobs"]:
+        table = Table(title=f"{job['id']}: {job['title']} [{job['state']}]", title_justify="left")
+        for column in ("task", "wave", "state", "attempt", "agent", "note"):
+            table.add_column(column)
+        for task in (t for t in report["tasks"] if t["job_id"] == job["id"]):
+            style = STATE_STYLES.get(task["state"], "")
+            note = task["error"] or task["result"] or ""
+            if task["blocked_by"]:
+                note = f"blocked by {task['blocked_by']}"
+            elif task["waiting_on_provider"]:
+                note = f"waiting on {task['waiting_on_provider']}"
+            table.add_row(
+                task["id"],
+                str(task["wave"]),
+                f"[{style}]{task['state']}[/]",
+                f"{task['attempt']}/{task['max_attempts']}",
+                task["agent"] or "",
+                (note or "")[:80],
+            )
+        console.print(table)
+    for provider in report["providers"]:
+        if provider["status"] == "limited":
+            reset = time.strftime("%H:%M:%S", time.localtime(provider["reset_at"] or 0))
+            console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
+
+
+def _command(kind: str, build) -> callable:  # type: ignore[no-untyped-def,valid-type]
+    def run(args: argparse.Namespace) -> int:
+        payload = build(args)
+        store = _store(args)
+        store.enqueue_command(kind, payload)
+        applied = commands.apply_pending(store, "cli", time.time())
+        mine = [a for a in applied if a.kind == kind]
+        for result in mine:
+            (console if result.ok else err).print(result.outcome)
+        return 0 if all(a.ok for a in mine) else 1
+
+    return run
+
+
+def _task_payload(args: argparse.Namespace) -> dict:
+    split_key(args.task)
+    return {"task": args.task}
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    store = _store(args)
+    last = 0
+    if args.limit and not args.follow:
+        events = store.events_after(0, limit=10_000_000)[-args.limit :]
+    else:
+        events = store.events_after(0, limit=10_000_000)
+    for event in events:
+        _print_event(event)
+        last = event.id or last
+    while args.follow:
+        for event in store.events_after(last):
+            _print_event(event)
+            last = event.id or last
+        time.sleep(0.3)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relay", description="Run fleets of AI coding agents.")
+    parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
+    parser.add_argument(
+        "--db", default=None, help="database URL (default: RELAY_DB or .relay/relay.db)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("init", help="write relay.toml and an example job").set_defaults(func=cmd_init)
+    submit = sub.add_parser("submit", help="submit job files")
+    submit.add_argument("files", nargs="+")
+    submit.set_defaults(func=cmd_submit)
+    run = sub.add_parser("run", help="run the engine (Ctrl-C stops)")
+    run.add_argument(
+        "--until-idle", action="store_true", help="exit when nothing is queued or running"
+    )
+    run.add_argument("--quiet", action="store_true", help="do not print events")
+    run.set_defaults(func=cmd_run)
+    status = sub.add_parser("status", help="jobs, tasks and providers")
+    status.add_argument("job", nargs="?")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+    for name, kind, helptext in (
+        ("cancel", "cancel", "cancel a task"),
+        ("retry", "retry", "retry a task"),
+    ):
+        command = sub.add_parser(name, help=helptext)
+        command.add_argument("task", help="JOB/TASK")
+        command.set_defaults(func=_command(kind, _task_payload))
+    cancel_job = sub.add_parser("cancel-job", help="cancel a whole job")
+    cancel_job.add_argument("job")
+    cancel_job.set_defaults(func=_command("cancel_job", lambda a: {"job": a.job}))
+    events = sub.add_parser("events", help="the event log")
+    events.add_argument("--follow", "-f", action="store_true")
+    events.add_argument("--limit", "-n", type=int, default=0)
+    events.set_defaults(func=cmd_events)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (JobFileError, ConfigError, JobConflict, SchemaError, ValueError) as error:
+        err.print(f"[red]error:[/] {error}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

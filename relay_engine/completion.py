@@ -1,0 +1,236 @@
+"""Applying an execution's outcome to its task, fenced by the execution id.
+
+Completing a task and releasing its dependents happen in one transaction, so no
+observer ever sees a SUCCEEDED task whose ready dependents are still DRAFT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlmodel import Session, col, select
+
+from relay_engine.limits import backoff_reset
+from relay_engine.model import Execution, ProviderLimit, Task
+from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.states import TaskState
+from relay_engine.store import record_event
+from relay_engine.taskops import job_tasks, move_task, tasks_by_key
+
+
+@dataclass(frozen=True)
+class LimitDecision:
+    """Where a task goes after its provider hit a limit: another agent, or parked."""
+
+    swap_to: str | None  # agent id that will take it, or None to park
+    park_until: float | None
+    provider: str
+    reason: str
+
+
+def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
+    """The task, only while this execution still owns it (the fencing check)."""
+    query = select(Task).where(Task.key == key, Task.execution_id == execution_id)
+    return session.exec(query.with_for_update()).first()
+
+
+def finish_execution_row(
+    session: Session, execution_id: str, outcome: Outcome, *, exit_code: int | None, now: float
+) -> None:
+    execution = session.get(Execution, execution_id)
+    if execution is None:
+        return
+    execution.ended_at = now
+    execution.exit_code = exit_code
+    execution.outcome = outcome.kind.value
+    execution.error = outcome.error
+    session.add(execution)
+
+
+def apply_outcome(
+    session: Session,
+    task: Task,
+    outcome: Outcome,
+    *,
+    now: float,
+    limit_decision: LimitDecision | None = None,
+) -> None:
+    """Move ``task`` (already fenced) to where ``outcome`` sends it."""
+    if outcome.kind is OutcomeKind.SUCCEEDED:
+        _succeed(session, task, outcome, now)
+    elif outcome.kind is OutcomeKind.RELEASED:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.released",
+            message=f"{task.key} returned to the queue: engine stopped (attempt refunded)",
+            attempt=max(task.attempt - 1, 0),
+        )
+    elif outcome.kind is OutcomeKind.LIMITED:
+        assert limit_decision is not None
+        _limited(session, task, limit_decision, now)
+    else:
+        fail_or_retry(session, task, outcome.error or outcome.kind.value, now=now)
+
+
+def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None:
+    move_task(
+        session,
+        task,
+        TaskState.SUCCEEDED,
+        now=now,
+        kind="task.succeeded",
+        message=f"{task.key} succeeded: {outcome.summary or 'done'}"[:500],
+        result_summary=outcome.summary,
+        result=outcome.data,
+        error=None,
+        finished_at=now,
+    )
+    release_dependents(session, task, now=now)
+
+
+def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> None:
+    if task.attempt < task.max_attempts:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.retrying",
+            level="warning",
+            message=f"{task.key} attempt {task.attempt}/{task.max_attempts} failed: {error}"[:500],
+            error=error,
+        )
+        return
+    move_task(
+        session,
+        task,
+        TaskState.FAILED,
+        now=now,
+        kind="task.failed",
+        level="error",
+        message=f"{task.key} failed after {task.attempt} attempts: {error}"[:500],
+        error=error,
+        finished_at=now,
+    )
+    block_dependents(session, task, blocker=task.task_id, now=now)
+
+
+def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:
+    refunded = max(task.attempt - 1, 0)
+    if decision.swap_to is not None:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.swapped",
+            level="warning",
+            message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
+            f"{decision.reason}"[:500],
+            attempt=refunded,
+            data={"provider": decision.provider, "agent": decision.swap_to},
+        )
+        return
+    move_task(
+        session,
+        task,
+        TaskState.PARKED,
+        now=now,
+        kind="task.parked",
+        level="warning",
+        message=f"{task.key} parked until {decision.provider} resets: {decision.reason}"[:500],
+        attempt=refunded,
+        not_before=decision.park_until,
+        waiting_on_provider=decision.provider,
+        parked_at=now,
+        provider=decision.provider,
+        data={"provider": decision.provider, "until": decision.park_until},
+    )
+
+
+def release_dependents(session: Session, task: Task, *, now: float) -> list[Task]:
+    """Queue every DRAFT dependent of ``task`` whose dependencies have now all succeeded."""
+    drafts = [
+        t
+        for t in job_tasks(session, task.job_id, [TaskState.DRAFT])
+        if task.task_id in t.dependencies and t.blocked_by is None
+    ]
+    if not drafts:
+        return []
+    dep_keys = {f"{task.job_id}/{d}" for t in drafts for d in t.dependencies}
+    states = {t.task_id: t.state for t in tasks_by_key(session, dep_keys).values()}
+    states[task.task_id] = TaskState.SUCCEEDED
+    released = []
+    for draft in drafts:
+        if all(states.get(dep) == TaskState.SUCCEEDED for dep in draft.dependencies):
+            move_task(
+                session,
+                draft,
+                TaskState.QUEUED,
+                now=now,
+                kind="task.queued",
+                message=f"{draft.key} queued: dependencies succeeded",
+            )
+            released.append(draft)
+    return released
+
+
+def block_dependents(session: Session, task: Task, *, blocker: str, now: float) -> None:
+    """Mark every transitive DRAFT dependent as blocked by ``blocker``."""
+    drafts = job_tasks(session, task.job_id, [TaskState.DRAFT])
+    frontier = {task.task_id}
+    changed = True
+    while changed:
+        changed = False
+        for draft in drafts:
+            if draft.task_id in frontier or not frontier.intersection(draft.dependencies):
+                continue
+            frontier.add(draft.task_id)
+            changed = True
+            if draft.blocked_by != blocker:
+                draft.blocked_by = blocker
+                draft.updated_at = now
+                session.add(draft)
+                record_event(
+                    session,
+                    "task.blocked",
+                    f"{draft.key} blocked by {blocker}",
+                    now=now,
+                    job_id=draft.job_id,
+                    task_key=draft.key,
+                    level="warning",
+                )
+
+
+def record_limit(
+    session: Session, provider: str, reset_at: float | None, source: str, now: float
+) -> ProviderLimit:
+    """Mark a provider limited until ``reset_at`` (or the back-off when none was given)."""
+    limit = session.get(ProviderLimit, provider) or ProviderLimit(provider=provider)
+    was_limited = limit.status == "limited"
+    limit.consecutive_hits = limit.consecutive_hits + 1 if was_limited else 1
+    limit.status = "limited"
+    limit.reset_at = (
+        reset_at if reset_at is not None else backoff_reset(now, limit.consecutive_hits)
+    )
+    limit.source_text = source[:300]
+    limit.detected_at = now
+    limit.updated_at = now
+    session.add(limit)
+    record_event(
+        session,
+        "provider.limited",
+        f"provider {provider} limited until {limit.reset_at:.0f}: {source[:200]}",
+        now=now,
+        level="warning",
+        data={"provider": provider, "reset_at": limit.reset_at},
+    )
+    return limit
+
+
+def limited_providers(session: Session) -> dict[str, float]:
+    rows = session.exec(select(ProviderLimit).where(col(ProviderLimit.status) == "limited"))
+    return {row.provider: row.reset_at or 0.0 for row in rows}

@@ -1,0 +1,243 @@
+"""Dispatch: order the queue, respect capacity and scope locks, pick agents, claim.
+
+The decisions come from the pure scheduler and selection modules; this module gathers
+their inputs in one read and performs each claim as one conditional UPDATE inside a
+short write transaction that re-checks capacity and scope locks, so engines sharing a
+database never over-commit even when they plan at the same moment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlmodel import Session, col, func, select, update
+
+from relay_engine.config import AgentConfig, RelayConfig
+from relay_engine.model import Assignment, Execution, Job, Task
+from relay_engine.scheduler import TaskFacts, plan_dispatch
+from relay_engine.selection import (
+    AgentFacts,
+    NoAgent,
+    Park,
+    PinFacts,
+    ProviderFacts,
+    Selected,
+    Selection,
+    select_agent,
+)
+from relay_engine.states import TaskState
+from relay_engine.store import Store
+from relay_engine.taskops import remember_execution
+
+CLAIM_LOCK_KEY = 0x72656C6179  # "relay": serialises claims across engines on PostgreSQL
+
+
+@dataclass(frozen=True)
+class QueueView:
+    queued: list[Task]
+    running: list[Task]
+    jobs: dict[str, Job]
+    limits: dict[str, float]
+    pins: dict[tuple[str, str, str], str]
+
+
+def task_facts(task: Task, gated: bool = False) -> TaskFacts:
+    return TaskFacts(
+        key=task.key,
+        job_id=task.job_id,
+        task_id=task.task_id,
+        state=TaskState(task.state),
+        priority=task.priority,
+        created_at=task.created_at,
+        dependencies=tuple(task.dependencies),
+        workstream=task.workstream,
+        resumed_at=task.resumed_at,
+        parked_provider=task.provider if task.resumed_at else None,
+        parked_at=task.parked_at if task.resumed_at else None,
+        execution_id=task.execution_id,
+        wave_gate_blocked=gated,
+    )
+
+
+def _busy(session: Session) -> list[Task]:
+    query = select(Task).where(
+        col(Task.state).in_([TaskState.RUNNING, TaskState.QUEUED]),
+        col(Task.execution_id).is_not(None),
+    )
+    return list(session.exec(query))
+
+
+def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
+    queued = list(
+        session.exec(
+            select(Task).where(Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None))
+        )
+    )
+    job_ids = sorted({t.job_id for t in queued})
+    jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
+    pins = {
+        (a.job_id, a.workstream, a.role): a.agent_id
+        for a in session.exec(
+            select(Assignment).where(
+                col(Assignment.job_id).in_(job_ids), Assignment.status == "active"
+            )
+        )
+    }
+    return QueueView(queued, _busy(session), jobs, limits, pins)
+
+
+def choose(view: QueueView, capacity: int) -> list[Task]:
+    """Queued tasks to dispatch now, in dispatch order."""
+    by_key = {t.key: t for t in view.queued}
+    plan = plan_dispatch(
+        [task_facts(t) for t in view.queued], [task_facts(t) for t in view.running], capacity
+    )
+    return [by_key[key] for key in plan.chosen]
+
+
+def agent_facts(agents: Sequence[AgentConfig], running: Counter[str]) -> list[AgentFacts]:
+    return [
+        AgentFacts(
+            id=a.id,
+            provider=a.provider,
+            roles=frozenset(a.roles),
+            model_class=a.model_class,
+            enabled=a.enabled,
+            max_concurrent=a.max_concurrent,
+            running=running[a.id],
+        )
+        for a in agents
+    ]
+
+
+def provider_facts(limits: dict[str, float]) -> dict[str, ProviderFacts]:
+    return {p: ProviderFacts(provider=p, limited_until=until) for p, until in limits.items()}
+
+
+def pick_agent(
+    task: Task,
+    view: QueueView,
+    config: RelayConfig,
+    running: Counter[str],
+    now: float,
+    exclude: frozenset[str] = frozenset(),
+) -> Selection:
+    pin = view.pins.get((task.job_id, task.workstream or "", task.role))
+    return select_agent(
+        role=task.role,
+        model_class=task.model_class,
+        pinned_agent=task.pinned_agent,
+        pin=PinFacts(agent_id=pin) if pin else None,
+        agents=agent_facts(config.agents, running),
+        providers=provider_facts(view.limits),
+        now=now,
+        exclude_providers=exclude,
+    )
+
+
+def claim(
+    store: Store,
+    task: Task,
+    selected: Selected,
+    *,
+    engine_id: str,
+    execution_id: str,
+    capacity: int,
+    lease_s: float,
+    now: float,
+) -> Task | None:
+    """Claim ``task`` for ``execution_id``: one conditional UPDATE, re-checked under lock."""
+    with store.write() as session:
+        if not store.is_sqlite:
+            session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
+        busy = _busy(session)
+        if len(busy) >= capacity or _lock_held(task, busy):
+            return None
+        result = session.exec(
+            update(Task)
+            .where(
+                col(Task.key) == task.key,
+                col(Task.state) == TaskState.QUEUED,
+                col(Task.execution_id).is_(None),
+            )
+            .values(
+                attempt=Task.attempt + 1,
+                execution_id=execution_id,
+                lease_owner=engine_id,
+                lease_expires_at=now + lease_s,
+                agent=selected.agent_id,
+                provider=selected.provider,
+                resumed_at=None,
+                waiting_on_provider=None,
+                updated_at=now,
+            )
+        )
+        if result.rowcount != 1:
+            return None
+        claimed = session.get(Task, task.key, populate_existing=True)
+        assert claimed is not None
+        remember_execution(claimed, execution_id)
+        session.add(claimed)
+        session.add(
+            Execution(
+                id=execution_id,
+                job_id=claimed.job_id,
+                task_key=claimed.key,
+                engine_id=engine_id,
+                attempt=claimed.attempt,
+                agent=selected.agent_id,
+                provider=selected.provider,
+            )
+        )
+        _count_assignment(session, claimed, selected, execution_id, now)
+        return claimed
+
+
+def _lock_held(task: Task, busy: list[Task]) -> bool:
+    if not task.workstream:
+        return False
+    return any(t.job_id == task.job_id and t.workstream == task.workstream for t in busy)
+
+
+def _count_assignment(
+    session: Session, task: Task, selected: Selected, execution_id: str, now: float
+) -> None:
+    if selected.via != "pin":
+        return
+    session.exec(
+        update(Assignment)
+        .where(
+            col(Assignment.job_id) == task.job_id,
+            col(Assignment.workstream) == (task.workstream or ""),
+            col(Assignment.role) == task.role,
+            col(Assignment.status) == "active",
+        )
+        .values(
+            executions=Assignment.executions + 1, last_execution_id=execution_id, updated_at=now
+        )
+    )
+
+
+def running_by_agent(session: Session) -> Counter[str]:
+    rows = session.exec(
+        select(Task.agent, func.count())
+        .where(col(Task.state).in_([TaskState.RUNNING, TaskState.QUEUED]))
+        .where(col(Task.execution_id).is_not(None))
+        .group_by(Task.agent)
+    )
+    return Counter({agent: count for agent, count in rows if agent})
+
+
+__all__ = [
+    "NoAgent",
+    "Park",
+    "QueueView",
+    "Selected",
+    "choose",
+    "claim",
+    "pick_agent",
+    "read_queue",
+]

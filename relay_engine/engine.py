@@ -1,0 +1,560 @@
+"""The engine: a reconcile loop over durable state.
+
+Each tick reads the state, decides with the pure modules (scheduler, selection,
+recovery, outcomes) and applies the decisions in short transactions, starting and
+stopping agent processes in between. The loop runs in one thread; agent processes
+never block it (their output goes straight to artifact files, parsed incrementally),
+and each process exit wakes the loop at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy.exc import OperationalError
+from sqlmodel import col, select, update
+
+from relay_engine import commands, dispatch
+from relay_engine.completion import (
+    LimitDecision,
+    apply_outcome,
+    fail_or_retry,
+    fenced_task,
+    finish_execution_row,
+    limited_providers,
+    record_limit,
+)
+from relay_engine.config import ConfigError, RelayConfig, load_config
+from relay_engine.jobs import timeout_for
+from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
+from relay_engine.live import LiveExecution
+from relay_engine.model import EngineRecord, Execution, Job, ProviderLimit, Task
+from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
+from relay_engine.prompts import PromptParts, assemble_prompt
+from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
+from relay_engine.recovery import ClaimFacts, decide_recoveries
+from relay_engine.registry import mark_stopped, owner_facts, register_engine, this_host
+from relay_engine.runner import LaunchError, kill_process_group, launch
+from relay_engine.selection import NoAgent, Park, Selected
+from relay_engine.states import TaskState
+from relay_engine.store import Store, record_event
+from relay_engine.taskops import move_task
+
+log = logging.getLogger(__name__)
+OUTPUT_SAVE_INTERVAL_S = 1.0
+
+
+class Engine:
+    """One engine process (or thread) working a workspace's database."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        store: Store | None = None,
+        config: RelayConfig | None = None,
+        role: str = "run",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workspace = workspace.resolve()
+        self.store = store or Store.for_workspace(self.workspace)
+        self.config = config or load_config(self.workspace)
+        self.role = role
+        self.clock = clock
+        self.id = f"{role}-{uuid.uuid4().hex[:10]}"
+        self.host = this_host()
+        self.live: dict[str, LiveExecution] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._release_on_stop = True
+        self._stopped = threading.Event()
+        self._subscribers: list[Callable[[], None]] = []
+        self._registered = False
+        self._last_heartbeat = 0.0
+        self._last_output_save = 0.0
+        self._last_db_ok = clock()
+        self._dirty_jobs: set[str] = set()
+
+    # -- public API ------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        self._subscribers.append(callback)
+
+    def wake(self, *_: object) -> None:
+        self._wake.set()
+
+    def live_count(self) -> int:
+        return len(self.live)
+
+    def submit_command(self, kind: str, payload: dict) -> int:
+        command_id = self.store.enqueue_command(kind, payload, now=self.clock())
+        self.wake()
+        return command_id
+
+    def stop(self, *, release: bool = True, timeout: float = 15.0) -> None:
+        """End the loop; with ``release`` live agents stop and their tasks return to QUEUED."""
+        self._release_on_stop = release
+        self._stop.set()
+        self.wake()
+        self._stopped.wait(timeout)
+
+    def run(self, stop: threading.Event | None = None, *, until_idle: bool = False) -> bool:
+        """Run ticks until stopped (or idle); True when every job it saw succeeded."""
+        self._stopped.clear()
+        self.register()
+        try:
+            while not self._stop.is_set() and not (stop and stop.is_set()):
+                self._safe_tick()
+                if until_idle and self.is_idle():
+                    break
+                self._wake.wait(self.config.engine.tick_seconds)
+                self._wake.clear()
+        finally:
+            self.shutdown(release=self._release_on_stop)
+            self._stopped.set()
+        return self.all_jobs_succeeded()
+
+    def register(self) -> None:
+        if not self._registered:
+            register_engine(self.store, self.id, role=self.role, now=self.clock())
+            self._registered = True
+
+    def shutdown(self, *, release: bool) -> None:
+        now = self.clock()
+        for live in list(self.live.values()):
+            live.stop(StopReason.RELEASED if release else StopReason.LOST, 0.0)
+        deadline = time.monotonic() + self.config.engine.cancel_grace_seconds + 2
+        for live in list(self.live.values()):
+            live.process.terminate(self.config.engine.cancel_grace_seconds)
+            live.process.wait(max(deadline - time.monotonic(), 0.1))
+            if live.process.poll() is None:
+                live.process.kill_now()
+                live.process.wait(2)
+        self._reap(now)
+        if self._registered:
+            mark_stopped(self.store, self.id, now=now)
+        self._publish()
+
+    # -- the tick --------------------------------------------------------------------
+    def _safe_tick(self) -> None:
+        try:
+            if self.tick():
+                self._publish()
+            self._last_db_ok = self.clock()
+        except OperationalError as error:
+            log.warning("database unavailable: %s", error)
+
+    def tick(self) -> bool:
+        """One reconcile pass (DESIGN §2 order). True when anything changed."""
+        now = self.clock()
+        changed = bool(commands.apply_pending(self.store, self.id, now, self.command_handlers()))
+        self._heartbeat(now)
+        changed |= self._recover(now)
+        changed |= resume_parked(self.store, now)
+        changed |= self.plan(now)
+        changed |= promote_ready(self.store, now)
+        changed |= self._reap(now)
+        changed |= self._finish_jobs(now)
+        if now - self._last_db_ok < self.config.engine.lease_seconds:
+            changed |= self._dispatch(now)
+        self._save_output(now)
+        return changed
+
+    def command_handlers(self) -> dict[str, commands.Handler]:
+        """Commands this engine applies; later features add theirs here."""
+        return dict(commands.HANDLERS)
+
+    def plan(self, now: float) -> bool:
+        """Planner rounds; the base engine runs manual jobs only."""
+        return False
+
+    def is_idle(self) -> bool:
+        if self.live:
+            return False
+        active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
+        with self.store.read() as session:
+            busy = session.exec(select(Task.key).where(col(Task.state).in_(active)).limit(1))
+            return busy.first() is None and not self._planning_active(session)
+
+    def _planning_active(self, session: object) -> bool:
+        return False
+
+    def all_jobs_succeeded(self) -> bool:
+        with self.store.read() as session:
+            states = session.exec(select(Job.state)).all()
+        return all(state in ("SUCCEEDED", "MERGED") for state in states)
+
+    def _publish(self) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback()
+            except Exception:
+                log.exception("subscriber failed")
+
+    # -- heartbeat and recovery ------------------------------------------------------
+    def _heartbeat(self, now: float) -> None:
+        if now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
+            return
+        self._last_heartbeat = now
+        lease_until = now + self.config.engine.lease_seconds
+        with self.store.write() as session:
+            session.exec(
+                update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
+            )
+            if self.live:
+                session.exec(
+                    update(Task)
+                    .where(col(Task.execution_id).in_(list(self.live)))
+                    .values(lease_expires_at=lease_until)
+                )
+
+    def _recover(self, now: float) -> bool:
+        with self.store.read() as session:
+            claimed = dispatch._busy(session)
+            if not claimed:
+                return False
+            owners = owner_facts(session, {t.lease_owner or "" for t in claimed}, self.host)
+        decisions = decide_recoveries(
+            [
+                ClaimFacts(
+                    t.key,
+                    t.execution_id or "",
+                    t.lease_owner,
+                    t.lease_expires_at,
+                    t.attempt,
+                    t.max_attempts,
+                )
+                for t in claimed
+            ],
+            owners,
+            my_engine=self.id,
+            my_live=frozenset(self.live),
+            my_host=self.host,
+            now=now,
+            ttl=self.config.engine.lease_seconds,
+        )
+        for decision in decisions:
+            self._apply_recovery(
+                decision.key, decision.execution_id, decision.reason, decision.kill_local_group, now
+            )
+        return bool(decisions)
+
+    def _apply_recovery(
+        self, key: str, execution_id: str, reason: str, kill: bool, now: float
+    ) -> None:
+        with self.store.write() as session:
+            task = fenced_task(session, key, execution_id)
+            if task is None:
+                return
+            execution = session.get(Execution, execution_id)
+            if kill and execution is not None and execution.pgid and execution.ended_at is None:
+                kill_process_group(execution.pgid)
+            outcome = Outcome(OutcomeKind.FAILED, error=reason)
+            finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
+            record_event(
+                session,
+                "task.recovered",
+                f"{key}: {reason}",
+                now=now,
+                job_id=task.job_id,
+                task_key=key,
+                level="warning",
+            )
+            fail_or_retry(session, task, reason, now=now)
+            self._dirty_jobs.add(task.job_id)
+
+    def _finish_jobs(self, now: float) -> bool:
+        dirty, self._dirty_jobs = self._dirty_jobs, set()
+        return finish_jobs(self.store, dirty, now) if dirty else False
+
+    # -- dispatch ----------------------------------------------------------------------
+    def _dispatch(self, now: float) -> bool:
+        capacity = self.config.engine.max_concurrent_agents
+        with self.store.read() as session:
+            limits = limited_providers(session)
+            view = dispatch.read_queue(session, limits)
+            if not view.queued or len(view.running) >= capacity:
+                return False
+            running = dispatch.running_by_agent(session)
+        changed = False
+        for task in dispatch.choose(view, capacity):
+            selection = dispatch.pick_agent(task, view, self.config, running, now)
+            if isinstance(selection, Selected):
+                if self._start(task, selection, capacity, now):
+                    running[selection.agent_id] += 1
+                    changed = True
+            elif isinstance(selection, Park):
+                changed |= self._park_before_launch(task, selection, now)
+            elif isinstance(selection, NoAgent):
+                changed |= self._fail_unassignable(task, selection.reason, now)
+        return changed
+
+    def _start(self, task: Task, selected: Selected, capacity: int, now: float) -> bool:
+        execution_id = uuid.uuid4().hex
+        claimed = dispatch.claim(
+            self.store,
+            task,
+            selected,
+            engine_id=self.id,
+            execution_id=execution_id,
+            capacity=capacity,
+            lease_s=self.config.engine.lease_seconds,
+            now=now,
+        )
+        if claimed is None:
+            return False
+        agent = self.config.agent(selected.agent_id)
+        assert agent is not None
+        try:
+            request = self._launch_request(claimed, agent, execution_id)
+            spec = build_launch(self.workspace, request)
+            process = launch(spec, on_exit=self.wake)
+        except (LaunchError, OSError, ValueError) as error:
+            self._launch_failed(claimed, execution_id, str(error), now)
+            return True
+        self.live[execution_id] = LiveExecution(
+            execution_id=execution_id,
+            task_key=claimed.key,
+            plan_id=None,
+            job_id=claimed.job_id,
+            agent_id=agent.id,
+            provider=agent.provider,
+            process=process,
+            parser=adapter_for(agent).parser(),
+        )
+        self._mark_started(
+            claimed, execution_id, process.pid, display_argv(spec.argv, request.prompt, []), now
+        )
+        return True
+
+    def _launch_request(self, task: Task, agent, execution_id: str) -> LaunchRequest:  # type: ignore[no-untyped-def]
+        with self.store.read() as session:
+            job = session.get(Job, task.job_id)
+            prompt = assemble_prompt(self._prompt_parts(session, task, job, agent.provider))
+        cwd = (
+            Path(job.repo_path)
+            if job and job.repo_path and Path(job.repo_path).is_dir()
+            else self.workspace
+        )
+        return LaunchRequest(
+            execution_id=execution_id,
+            task_key=task.key,
+            job_id=task.job_id,
+            attempt=task.attempt,
+            prompt=prompt,
+            cwd=cwd,
+            timeout_s=timeout_for(task),
+            agent=agent,
+            sim_script=task.sim,
+        )
+
+    def _prompt_parts(self, session, task: Task, job: Job | None, provider: str) -> PromptParts:  # type: ignore[no-untyped-def]
+        from relay_engine.context import prompt_context
+
+        return prompt_context(session, self.workspace, task, job, provider)
+
+    def _mark_started(
+        self, task: Task, execution_id: str, pid: int, argv: list[str], now: float
+    ) -> None:
+        with self.store.write() as session:
+            fenced = fenced_task(session, task.key, execution_id)
+            execution = session.get(Execution, execution_id)
+            if execution is not None:
+                execution.pid, execution.pgid, execution.started_at = pid, pid, now
+                execution.argv, execution.cwd = argv, str(self.workspace)
+                execution.artifact_dir = str(self.live[execution_id].process.spec.artifact_dir)
+                session.add(execution)
+            if fenced is None:
+                return
+            move_task(
+                session,
+                fenced,
+                TaskState.RUNNING,
+                now=now,
+                kind="task.started",
+                message=f"{fenced.key} started on {fenced.agent} (attempt {fenced.attempt}/{fenced.max_attempts})",
+                started_at=now,
+                data={
+                    "agent": fenced.agent,
+                    "provider": fenced.provider,
+                    "execution": execution_id,
+                },
+            )
+
+    def _launch_failed(self, task: Task, execution_id: str, error: str, now: float) -> None:
+        with self.store.write() as session:
+            fenced = fenced_task(session, task.key, execution_id)
+            finish_execution_row(
+                session,
+                execution_id,
+                Outcome(OutcomeKind.FAILED, error=error),
+                exit_code=None,
+                now=now,
+            )
+            if fenced is not None:
+                fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
+                self._dirty_jobs.add(fenced.job_id)
+
+    def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
+        with self.store.write() as session:
+            fresh = session.get(Task, task.key)
+            if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+                return False
+            move_task(
+                session,
+                fresh,
+                TaskState.PARKED,
+                now=now,
+                kind="task.parked",
+                level="warning",
+                message=f"{fresh.key} parked before launch: {park.reason}",
+                not_before=park.until,
+                waiting_on_provider=park.provider,
+                parked_at=now,
+                provider=park.provider,
+                data={"provider": park.provider, "until": park.until},
+            )
+        return True
+
+    def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
+        with self.store.write() as session:
+            fresh = session.get(Task, task.key)
+            if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+                return False
+            move_task(
+                session,
+                fresh,
+                TaskState.FAILED,
+                now=now,
+                kind="task.failed",
+                level="error",
+                message=f"{fresh.key} cannot run: {reason}",
+                error=reason,
+                finished_at=now,
+            )
+        self._dirty_jobs.add(task.job_id)
+        return True
+
+    # -- running processes -------------------------------------------------------------
+    def _reap(self, now: float) -> bool:
+        if not self.live:
+            return False
+        self._fence_check()
+        wall = datetime.now().astimezone()
+        changed = False
+        for live in list(self.live.values()):
+            report = live.pump(wall)
+            if report.limit is not None and live.stop_reason is None:
+                live.stop(StopReason.LIMITED, 2.0)
+            if live.process.timed_out(now) and live.stop_reason is None:
+                live.stop(StopReason.TIMEOUT, self.config.engine.cancel_grace_seconds)
+            if live.process.poll() is not None:
+                self._complete(live, now, wall)
+                changed = True
+        return changed
+
+    def _fence_check(self) -> None:
+        """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
+        with self.store.read() as session:
+            owned = set(
+                session.exec(
+                    select(Task.execution_id).where(col(Task.execution_id).in_(list(self.live)))
+                )
+            )
+        for execution_id, live in self.live.items():
+            if execution_id not in owned and live.stop_reason is None:
+                live.stop(StopReason.LOST, self.config.engine.cancel_grace_seconds)
+
+    def _complete(self, live: LiveExecution, now: float, wall: datetime) -> None:
+        del self.live[live.execution_id]
+        live.drain(wall)
+        exit_code = live.process.poll() or 0
+        report = live.parser.finish(exit_code, live.process.stderr_tail(), wall)
+        outcome = judge_exit(
+            ExitFacts(
+                exit_code=exit_code,
+                stop_reason=live.stop_reason,
+                timeout_s=live.process.spec.timeout_s,
+                cli_error=report.error,
+                cli_is_error=report.is_error,
+                result_text=report.result_text,
+                result_file=live.result_file() or report.result_data,
+                limit=report.limit,
+                stderr_tail=live.process.stderr_tail(),
+            )
+        )
+        self.on_complete(live, outcome, report, exit_code, now)
+
+    def on_complete(
+        self, live: LiveExecution, outcome: Outcome, report, exit_code: int, now: float
+    ) -> None:  # type: ignore[no-untyped-def]
+        with self.store.write() as session:
+            finish_execution_row(session, live.execution_id, outcome, exit_code=exit_code, now=now)
+            execution = session.get(Execution, live.execution_id)
+            if execution is not None:
+                execution.session_id = report.session_id
+                execution.input_tokens, execution.output_tokens = (
+                    report.input_tokens,
+                    report.output_tokens,
+                )
+                execution.cost_usd = report.cost_usd
+                execution.last_output = live.last_output or execution.last_output
+                session.add(execution)
+            if outcome.kind is OutcomeKind.LOST or live.task_key is None:
+                return
+            task = fenced_task(session, live.task_key, live.execution_id)
+            if task is None:
+                return
+            decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+            apply_outcome(session, task, outcome, now=now, limit_decision=decision)
+            self._dirty_jobs.add(task.job_id)
+
+    def _limit_decision(self, session, task: Task, outcome: Outcome, now: float) -> LimitDecision:  # type: ignore[no-untyped-def]
+        signal = outcome.limit
+        assert signal is not None
+        provider = task.provider or signal.provider
+        limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
+        view = dispatch.QueueView([], [], {}, limited_providers(session), {})
+        choice = dispatch.pick_agent(task, view, self.config, Counter(), now, frozenset({provider}))
+        reason = signal.source_text[:200]
+        if isinstance(choice, Selected):
+            return LimitDecision(choice.agent_id, None, provider, reason)
+        return LimitDecision(None, limit.reset_at, provider, reason)
+
+    def _save_output(self, now: float) -> None:
+        if not self.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+            return
+        self._last_output_save = now
+        changed = [lv for lv in self.live.values() if lv.last_output != lv.saved_output]
+        if not changed:
+            return
+        with self.store.write() as session:
+            for live in changed:
+                session.exec(
+                    update(Execution)
+                    .where(col(Execution.id) == live.execution_id)
+                    .values(
+                        last_output=live.last_output[:300], session_id=live.parser.report.session_id
+                    )
+                )
+                live.saved_output = live.last_output
+
+
+def provider_status(store: Store) -> list[ProviderLimit]:
+    with store.read() as session:
+        return list(session.exec(select(ProviderLimit)))
+
+
+def reload_config(engine: Engine) -> str | None:
+    """Re-read relay.toml; keep the last good config and say why when it is invalid."""
+    try:
+        engine.config = load_config(engine.workspace)
+    except ConfigError as error:
+        return str(error)
+    return None

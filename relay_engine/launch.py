@@ -1,0 +1,141 @@
+"""Turning a claimed task into a running agent process: prompt, argv, env, artifacts.
+
+Nothing here touches the database; the engine claims first and records afterwards,
+so no transaction is ever held open across a process spawn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay_engine.adapters import get_adapter
+from relay_engine.adapters.base import Adapter, InvocationContext
+from relay_engine.config import AgentConfig
+from relay_engine.runner import LaunchSpec, write_artifact_json, write_artifact_text
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET", re.IGNORECASE)
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    execution_id: str
+    task_key: str
+    job_id: str
+    attempt: int
+    prompt: str
+    cwd: Path
+    timeout_s: float
+    agent: AgentConfig
+    sim_script: dict[str, Any] | None = None
+    resume_session_id: str | None = None
+    plan_round: int | None = None
+
+
+def artifact_dir(workspace: Path, execution_id: str) -> Path:
+    return workspace / ".relay" / "artifacts" / execution_id
+
+
+def adapter_for(agent: AgentConfig) -> Adapter:
+    template = agent.command if agent.provider == "command" else None
+    return get_adapter(agent.provider, command_template=template)
+
+
+def secret_values(env: dict[str, str]) -> list[str]:
+    return [v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 4]
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def build_launch(workspace: Path, request: LaunchRequest) -> LaunchSpec:
+    """Write prompt.md and prompt-packet.json, and return what the runner should start."""
+    directory = artifact_dir(workspace, request.execution_id)
+    prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
+    result_file = directory / "result.json"
+    adapter = adapter_for(request.agent)
+    command = request.agent.command if request.agent.provider != "command" else None
+    context = InvocationContext(
+        prompt=request.prompt,
+        prompt_file=prompt_file,
+        result_file=result_file,
+        cwd=request.cwd,
+        model=request.agent.model,
+        resume_session_id=request.resume_session_id if adapter.supports_resume else None,
+        tools=request.agent.tools,
+        command=_resolve_command(command),
+    )
+    invocation = adapter.build(context)
+    env = {**os.environ, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    secrets = secret_values({**request.agent.env, **os.environ})
+    write_artifact_json(
+        directory, "prompt-packet.json", _packet(request, invocation.argv, env, secrets)
+    )
+    return LaunchSpec(
+        execution_id=request.execution_id,
+        argv=invocation.argv,
+        cwd=request.cwd,
+        env=env,
+        timeout_s=request.timeout_s,
+        artifact_dir=directory,
+        stdin_text=invocation.stdin_text,
+    )
+
+
+def _resolve_command(command: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``python`` in a command means this interpreter, so venv installs find relay."""
+    if not command:
+        return None
+    head = sys.executable if command[0] in ("python", "python3") else command[0]
+    return (head, *command[1:])
+
+
+def _relay_env(request: LaunchRequest, result_file: Path) -> dict[str, str]:
+    env = {
+        "RELAY_TASK": request.task_key,
+        "RELAY_JOB": request.job_id,
+        "RELAY_EXECUTION_ID": request.execution_id,
+        "RELAY_ATTEMPT": str(request.attempt),
+        "RELAY_RESULT_FILE": str(result_file),
+    }
+    if request.sim_script is not None:
+        env["RELAY_SIM_SCRIPT"] = json.dumps(request.sim_script)
+    if request.plan_round is not None:
+        env["RELAY_PLAN_ROUND"] = str(request.plan_round)
+    return env
+
+
+def display_argv(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
+    """argv as recorded: the prompt (already in prompt.md) shortened, secrets redacted."""
+    return [redact("<prompt.md>" if arg == prompt else arg, secrets) for arg in argv]
+
+
+def _packet(
+    request: LaunchRequest, argv: list[str], env: dict[str, str], secrets: list[str]
+) -> dict[str, Any]:
+    relay_vars = {k: redact(v, secrets) for k, v in env.items() if k.startswith("RELAY_")}
+    agent_vars = {
+        k: REDACTED if SECRET_NAME.search(k) else redact(v, secrets)
+        for k, v in request.agent.env.items()
+    }
+    return {
+        "execution_id": request.execution_id,
+        "task": request.task_key,
+        "attempt": request.attempt,
+        "agent": request.agent.id,
+        "provider": request.agent.provider,
+        "argv": display_argv(argv, request.prompt, secrets),
+        "cwd": str(request.cwd),
+        "timeout_s": request.timeout_s,
+        "resume_session_id": request.resume_session_id,
+        "env": {**agent_vars, **relay_vars},
+    }

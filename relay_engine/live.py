@@ -1,0 +1,59 @@
+"""The engine's view of the agent processes it started itself."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from relay_engine.adapters.base import AgentReport, StreamParser
+from relay_engine.outcomes import StopReason
+from relay_engine.runner import RunningProcess
+
+MAX_RESULT_FILE_BYTES = 4 << 20
+
+
+@dataclass
+class LiveExecution:
+    execution_id: str
+    task_key: str | None
+    plan_id: int | None
+    job_id: str
+    agent_id: str
+    provider: str
+    process: RunningProcess
+    parser: StreamParser
+    stop_reason: StopReason | None = None
+    last_output: str = ""
+    saved_output: str = ""
+    saved_session: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def stop(self, reason: StopReason, grace_s: float) -> None:
+        """Ask the process group to stop; the first reason given is the one recorded."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.process.terminate(grace_s)
+
+    def pump(self, now: datetime, budget: int = 1 << 20) -> AgentReport:
+        """Feed new output to the parser; bounded per call so a flood cannot stall a tick."""
+        chunk = self.process.read_new_stdout(budget)
+        if chunk:
+            self.parser.feed(chunk, now)
+            progress = self.parser.report.last_progress
+            self.last_output = progress or self.process.last_line() or self.last_output
+        return self.parser.report
+
+    def drain(self, now: datetime) -> None:
+        while chunk := self.process.read_new_stdout(1 << 20):
+            self.parser.feed(chunk, now)
+
+    def result_file(self) -> Any:
+        path = self.process.result_path
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
+                return None
+            return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
+            return None

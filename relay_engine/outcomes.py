@@ -1,0 +1,89 @@
+"""What an agent's exit means for its task. Pure: the shell gathers the facts.
+
+An exit is judged in this order: the engine's own reason for stopping it (cancelled,
+lease lost, released on shutdown, timed out) wins; then a usage-limit signal (the
+attempt is not counted); then the exit code and the CLI's own error flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from relay_engine.limits import LimitSignal
+
+
+class OutcomeKind(StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    LIMITED = "limited"
+    LOST = "lost"  # the task moved on without us (cancelled, lease lost): record nothing on it
+    RELEASED = "released"  # the engine stopped it on shutdown: back to QUEUED, attempt refunded
+
+
+class StopReason(StrEnum):
+    TIMEOUT = "timeout"
+    LOST = "lost"
+    RELEASED = "released"
+    LIMITED = "limited"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: OutcomeKind
+    summary: str | None = None
+    data: Any = None
+    error: str | None = None
+    limit: LimitSignal | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in (OutcomeKind.FAILED, OutcomeKind.TIMEOUT)
+
+
+@dataclass(frozen=True)
+class ExitFacts:
+    exit_code: int
+    stop_reason: StopReason | None
+    timeout_s: float
+    cli_error: str | None
+    cli_is_error: bool
+    result_text: str | None
+    result_file: Any  # parsed result.json, or None
+    limit: LimitSignal | None
+    stderr_tail: str
+
+
+def _result_parts(facts: ExitFacts) -> tuple[str | None, Any]:
+    result = facts.result_file
+    if isinstance(result, dict):
+        summary = result.get("summary")
+        return (str(summary) if summary is not None else facts.result_text), result
+    if result is not None:
+        return str(result), result
+    return facts.result_text, None
+
+
+def judge_exit(facts: ExitFacts) -> Outcome:
+    if facts.stop_reason is StopReason.LOST:
+        return Outcome(OutcomeKind.LOST, error="the task was taken from this execution")
+    if facts.stop_reason is StopReason.RELEASED:
+        return Outcome(OutcomeKind.RELEASED, error="released when the engine stopped")
+    if facts.limit is not None:
+        return Outcome(OutcomeKind.LIMITED, error=facts.limit.source_text, limit=facts.limit)
+    if facts.stop_reason is StopReason.TIMEOUT:
+        return Outcome(OutcomeKind.TIMEOUT, error=f"timed out after {facts.timeout_s:.0f}s")
+    summary, data = _result_parts(facts)
+    if facts.exit_code == 0 and not facts.cli_is_error:
+        return Outcome(OutcomeKind.SUCCEEDED, summary=summary, data=data)
+    reason = facts.cli_error or _last_line(facts.stderr_tail) or "no error output"
+    return Outcome(
+        OutcomeKind.FAILED, summary=summary, data=data, error=f"exit {facts.exit_code}: {reason}"
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else ""

@@ -1,0 +1,81 @@
+"""Prompt assembly: what an agent is told about its task.
+
+The prompt carries everything the agent cannot see for itself: the job's objective,
+what the tasks it depends on produced, the workstream's recent memory notes, and the
+operator's overlay files from ``.relay/prompts/`` (chosen by repo, provider, role and
+kind, most general first, so a specific overlay can refine a general one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+MEMORY_NOTES_IN_PROMPT = 10
+DEPENDENCY_RESULT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class DependencyResult:
+    task_id: str
+    title: str
+    summary: str | None
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    task_key: str
+    title: str
+    input: str
+    role: str
+    kind: str
+    objective: str
+    dependency_results: Sequence[DependencyResult] = ()
+    memory_notes: Sequence[str] = ()
+    overlays: Sequence[str] = ()
+    attempt: int = 1
+    previous_error: str | None = None
+
+
+def overlay_paths(
+    prompts_dir: Path, *, repo: str | None, provider: str, role: str, kind: str
+) -> list[Path]:
+    """Overlay files that apply, general to specific: all, repo, provider, role, kind."""
+    names = ["all.md"]
+    if repo:
+        names.append(f"repo-{Path(repo).name}.md")
+    names += [f"provider-{provider}.md", f"role-{role}.md", f"kind-{kind}.md"]
+    return [prompts_dir / name for name in names if (prompts_dir / name).is_file()]
+
+
+def assemble_prompt(parts: PromptParts) -> str:
+    sections = [f"# Task {parts.task_key}: {parts.title}", f"Role: {parts.role}"]
+    if parts.objective:
+        sections.append(f"## Job objective\n{parts.objective}")
+    sections.append(f"## Your task\n{parts.input or parts.title}")
+    if parts.dependency_results:
+        lines = [
+            f"- **{dep.task_id}** ({dep.title}): {_clip(dep.summary or 'no summary')}"
+            for dep in parts.dependency_results
+        ]
+        sections.append("## Results of the tasks this one depends on\n" + "\n".join(lines))
+    notes = list(parts.memory_notes)[-MEMORY_NOTES_IN_PROMPT:]
+    if notes:
+        sections.append(
+            "## Workstream memory (latest notes)\n" + "\n".join(f"- {n}" for n in notes)
+        )
+    if parts.attempt > 1 and parts.previous_error:
+        sections.append(
+            f"## Previous attempt\nAttempt {parts.attempt - 1} failed: {_clip(parts.previous_error)}"
+        )
+    sections.extend(overlay.strip() for overlay in parts.overlays if overlay.strip())
+    sections.append(
+        "## When you finish\nWrite a JSON object with a `summary` field (and any `data`) to the "
+        "file named by $RELAY_RESULT_FILE, or end your final message with it."
+    )
+    return "\n\n".join(sections) + "\n"
+
+
+def _clip(text: str, limit: int = DEPENDENCY_RESULT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

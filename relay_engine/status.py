@@ -1,0 +1,89 @@
+"""A point-in-time report of jobs, tasks, providers and plans (``relay status``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import select
+
+from relay_engine.model import Job, Plan, ProviderLimit, Task
+from relay_engine.store import Store
+
+
+def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    with store.read() as session:
+        jobs = session.exec(select(Job).order_by(Job.created_at)).all()
+        tasks = session.exec(select(Task).order_by(Task.job_id, Task.wave, Task.created_at)).all()
+        limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
+        plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
+    if job_id:
+        jobs = [j for j in jobs if j.id == job_id]
+        tasks = [t for t in tasks if t.job_id == job_id]
+        plans = [p for p in plans if p.job_id == job_id]
+    return {
+        "jobs": [_job(j) for j in jobs],
+        "tasks": [_task(t) for t in tasks],
+        "providers": [_provider(p) for p in limits],
+        "plans": [_plan(p) for p in plans],
+    }
+
+
+def _job(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "title": job.title,
+        "state": job.state,
+        "mode": job.mode,
+        "priority": job.priority,
+        "wave_gate": job.wave_gate,
+        "approved_wave": job.approved_wave,
+        "error": job.error,
+    }
+
+
+def _task(task: Task) -> dict[str, Any]:
+    return {
+        "job_id": task.job_id,
+        "id": task.task_id,
+        "key": task.key,
+        "title": task.title,
+        "state": task.state,
+        "attempt": task.attempt,
+        "max_attempts": task.max_attempts,
+        "agent": task.agent,
+        "provider": task.provider,
+        "role": task.role,
+        "priority": task.priority,
+        "workstream": task.workstream,
+        "wave": task.wave,
+        "dependencies": list(task.dependencies),
+        "blocked_by": task.blocked_by,
+        "not_before": task.not_before,
+        "waiting_on_provider": task.waiting_on_provider,
+        "result": task.result_summary,
+        "error": task.error,
+        "plan_id": task.plan_id,
+    }
+
+
+def _provider(limit: ProviderLimit) -> dict[str, Any]:
+    return {
+        "provider": limit.provider,
+        "status": limit.status,
+        "reset_at": limit.reset_at,
+        "source_text": limit.source_text,
+    }
+
+
+def _plan(plan: Plan) -> dict[str, Any]:
+    return {
+        "id": plan.id,
+        "job_id": plan.job_id,
+        "round": plan.round,
+        "trigger": plan.trigger,
+        "guidance": plan.guidance,
+        "status": plan.status,
+        "objective_status": plan.objective_status,
+        "generated_task_ids": list(plan.generated_task_ids),
+        "error": plan.error,
+    }

@@ -1,0 +1,276 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from relay_engine.runner import (
+    LaunchError,
+    LaunchSpec,
+    kill_process_group,
+    last_line_of,
+    launch,
+    process_alive,
+    process_start_time,
+    write_artifact_json,
+    write_artifact_text,
+)
+
+
+def sim_spec(
+    tmp_path: Path,
+    script: dict[str, object],
+    *,
+    execution_id: str = "e1",
+    attempt: int = 1,
+    timeout_s: float = 60.0,
+    extra_argv: list[str] | None = None,
+    stdin_text: str | None = None,
+) -> LaunchSpec:
+    artifact_dir = tmp_path / ".relay" / "artifacts" / execution_id
+    env = dict(os.environ)
+    env.update(
+        RELAY_SIM_SCRIPT=json.dumps(script),
+        RELAY_ATTEMPT=str(attempt),
+        RELAY_TASK="JOB/T1",
+        RELAY_RESULT_FILE=str(artifact_dir / "result.json"),
+    )
+    return LaunchSpec(
+        execution_id=execution_id,
+        argv=[sys.executable, "-m", "relay_engine.sim_agent", *(extra_argv or [])],
+        cwd=tmp_path,
+        env=env,
+        timeout_s=timeout_s,
+        artifact_dir=artifact_dir,
+        stdin_text=stdin_text,
+    )
+
+
+def gone(pid: int) -> bool:
+    """A reparented zombie nobody reaps yet counts as gone: it no longer runs."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_successful_run_writes_output_result_and_calls_on_exit(tmp_path: Path) -> None:
+    exited: list[str] = []
+    done = threading.Event()
+
+    def on_exit(execution_id: str) -> None:
+        exited.append(execution_id)
+        done.set()
+
+    proc = launch(sim_spec(tmp_path, {"duration": 0.6, "lines": 3}), on_exit=on_exit)
+    assert proc.pgid == proc.pid
+    assert proc.poll() is None
+    assert wait_until(lambda: b"step 1/3" in proc.stdout_path.read_bytes())
+    first = proc.read_new_stdout()
+    assert b"step 1/3" in first
+    assert proc.wait(timeout=10) == 0
+    assert done.wait(5)
+    assert exited == ["e1"]
+    rest = proc.read_new_stdout()
+    assert first + rest == proc.stdout_path.read_bytes()
+    assert b"step 1/3" not in rest
+    assert b"step 3/3" in rest
+    assert proc.read_new_stdout() == b""
+    assert proc.last_line() == "sim finished JOB/T1"
+    assert json.loads(proc.result_path.read_text()) == {"summary": "sim finished JOB/T1"}
+    assert proc.stderr_tail() == ""
+    assert proc.poll() == 0
+
+
+def test_read_new_stdout_respects_max_bytes(tmp_path: Path) -> None:
+    proc = launch(sim_spec(tmp_path, {"duration": 0, "lines": 4}))
+    assert proc.wait(10) == 0
+    chunks = []
+    while chunk := proc.read_new_stdout(max_bytes=7):
+        assert len(chunk) <= 7
+        chunks.append(chunk)
+    assert b"".join(chunks) == proc.stdout_path.read_bytes()
+
+
+def test_fail_attempts_fails_first_attempt_then_succeeds(tmp_path: Path) -> None:
+    script = {"duration": 0, "lines": 1, "fail_attempts": 1}
+    first = launch(sim_spec(tmp_path, script, execution_id="a1", attempt=1))
+    assert first.wait(10) == 1
+    assert "attempt 1" in first.stderr_tail()
+    assert not first.result_path.exists()
+    second = launch(sim_spec(tmp_path, script, execution_id="a2", attempt=2))
+    assert second.wait(10) == 0
+    assert second.result_path.exists()
+
+
+def test_big_stdin_prompt_is_delivered_without_deadlock(tmp_path: Path) -> None:
+    prompt = "x" * 400_000  # far bigger than a pipe buffer
+    spec = sim_spec(
+        tmp_path, {"duration": 0, "lines": 1}, extra_argv=["--format", "claude"], stdin_text=prompt
+    )
+    proc = launch(spec)
+    assert proc.wait(10) == 0
+    final = json.loads(proc.stdout_path.read_text().splitlines()[-1])
+    assert final["usage"]["input_tokens"] >= len(prompt) // 4
+
+
+def read_grandchild_pid(path: Path) -> int:
+    assert wait_until(path.exists)
+    return int(path.read_text())
+
+
+def test_terminate_kills_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "gc.pid"
+    script = {
+        "duration": 60,
+        "lines": 2,
+        "spawn_grandchild": True,
+        "grandchild_pid_file": str(pid_file),
+    }
+    proc = launch(sim_spec(tmp_path, script))
+    grandchild = read_grandchild_pid(pid_file)
+    assert not gone(grandchild)
+    assert os.getpgid(grandchild) == proc.pgid
+    proc.terminate(grace_s=5.0)
+    proc.terminate(grace_s=5.0)  # idempotent
+    assert proc.wait(10) == -signal.SIGTERM
+    assert wait_until(lambda: gone(grandchild))
+
+
+def test_sigterm_ignored_escalates_to_sigkill(tmp_path: Path) -> None:
+    pid_file = tmp_path / "gc.pid"
+    script = {
+        "duration": 60,
+        "lines": 2,
+        "ignore_sigterm": True,
+        "spawn_grandchild": True,
+        "grandchild_pid_file": str(pid_file),
+    }
+    proc = launch(sim_spec(tmp_path, script))
+    grandchild = read_grandchild_pid(pid_file)
+    proc.terminate(grace_s=0.5)
+    assert proc.poll() is None  # terminate returned without waiting out the grace period
+    assert proc.wait(10) == -signal.SIGKILL
+    assert wait_until(lambda: gone(grandchild))
+
+
+def test_kill_now_and_terminate_after_exit_are_safe(tmp_path: Path) -> None:
+    proc = launch(sim_spec(tmp_path, {"duration": 60, "lines": 1}))
+    proc.kill_now()
+    assert proc.wait(10) == -signal.SIGKILL
+    proc.terminate(grace_s=0.1)
+    proc.kill_now()
+    time.sleep(0.2)
+    assert proc.poll() == -signal.SIGKILL
+
+
+def test_huge_binary_output_never_enters_engine_memory(tmp_path: Path) -> None:
+    me = psutil.Process()
+    rss_before = me.memory_info().rss
+    peak = rss_before
+    size = 100 * 1024 * 1024
+    script = {"duration": 0, "lines": 1, "output_bytes": size, "binary": True}
+    proc = launch(sim_spec(tmp_path, script))
+    seen = 0
+    while True:
+        chunk = proc.read_new_stdout(max_bytes=1 << 20)
+        assert len(chunk) <= 1 << 20
+        seen += len(chunk)
+        assert len(proc.last_line()) <= 200
+        peak = max(peak, me.memory_info().rss)
+        if not chunk and proc.poll() is not None:
+            chunk = proc.read_new_stdout(max_bytes=1 << 20)
+            if not chunk:
+                break
+            seen += len(chunk)
+    assert proc.wait(30) == 0
+    assert seen >= size
+    assert proc.stdout_path.stat().st_size >= size
+    assert proc.last_line() == "sim finished JOB/T1"
+    assert peak - rss_before < 50 * 1024 * 1024
+
+
+def test_timed_out_after_timeout(tmp_path: Path) -> None:
+    proc = launch(sim_spec(tmp_path, {"duration": 60, "lines": 1}, timeout_s=0.3))
+    assert not proc.timed_out(proc.started_at + 0.1)
+    assert wait_until(lambda: proc.timed_out(time.time()))
+    assert proc.poll() is None
+    proc.kill_now()
+    assert proc.wait(10) is not None
+
+
+def test_missing_executable_raises_launch_error_naming_it(tmp_path: Path) -> None:
+    spec = LaunchSpec(
+        execution_id="x",
+        argv=["relay-no-such-agent-cli", "-p", "hi"],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout_s=10,
+        artifact_dir=tmp_path / "art",
+    )
+    with pytest.raises(LaunchError, match="relay-no-such-agent-cli"):
+        launch(spec)
+
+
+def test_non_executable_file_raises_launch_error(tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    spec = LaunchSpec("x", [str(script)], tmp_path, dict(os.environ), 10, tmp_path / "art")
+    with pytest.raises(LaunchError, match=r"agent\.sh"):
+        launch(spec)
+
+
+def test_process_alive_checks_start_time(tmp_path: Path) -> None:
+    me = os.getpid()
+    started = process_start_time(me)
+    assert started is not None
+    assert process_alive(me, started)
+    assert process_alive(me, None)
+    assert not process_alive(me, started - 3600)
+    proc = launch(sim_spec(tmp_path, {"duration": 0, "lines": 0}))
+    assert proc.wait(10) == 0
+    assert not process_alive(proc.pid, None)
+    assert process_start_time(proc.pid) is None
+
+
+def test_kill_process_group_of_orphan_and_of_missing_group(tmp_path: Path) -> None:
+    proc = launch(sim_spec(tmp_path, {"duration": 60, "lines": 1}))
+    kill_process_group(proc.pgid)
+    assert proc.wait(10) == -signal.SIGKILL
+    kill_process_group(proc.pgid)  # already gone: no error
+    kill_process_group(os.getpgrp())  # never signals the engine itself
+
+
+def test_last_line_skips_blank_and_control_characters(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    path.write_bytes(b"first\n\x1b[32mgreen \xff\x00done\x1b[0m\r\n\n   \n")
+    assert last_line_of(path) == "green \ufffddone"
+    path.write_bytes(b"a" * 20_000 + b"\n" + b"b" * 500)
+    assert last_line_of(path, max_chars=10) == "b" * 10
+    assert last_line_of(tmp_path / "missing.txt") == ""
+
+
+def test_artifact_writers_replace_atomically(tmp_path: Path) -> None:
+    target = write_artifact_text(tmp_path / "a", "note.txt", "one")
+    write_artifact_text(tmp_path / "a", "note.txt", "two")
+    assert target.read_text() == "two"
+    write_artifact_json(tmp_path / "a", "r.json", {"summary": "ok", "n": [1, 2]})
+    assert json.loads((tmp_path / "a" / "r.json").read_text()) == {"summary": "ok", "n": [1, 2]}
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["note.txt", "r.json"]
