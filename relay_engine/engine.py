@@ -19,9 +19,10 @@ from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
-from sqlmodel import col, select, update
+from sqlmodel import Session, col, select, update
 
-from relay_engine import commands, dispatch
+from relay_engine import commands, dispatch, planning
+from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
@@ -37,10 +38,12 @@ from relay_engine.launch import LaunchRequest, adapter_for, build_launch, displa
 from relay_engine.live import LiveExecution
 from relay_engine.model import EngineRecord, Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
+from relay_engine.planning import gated_keys
 from relay_engine.prompts import PromptParts, assemble_prompt
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.recovery import ClaimFacts, decide_recoveries
 from relay_engine.registry import mark_stopped, owner_facts, register_engine, this_host
+from relay_engine.rounds import PlannerRounds
 from relay_engine.runner import LaunchError, kill_process_group, launch
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
@@ -81,6 +84,7 @@ class Engine:
         self._last_output_save = 0.0
         self._last_db_ok = clock()
         self._dirty_jobs: set[str] = set()
+        self.rounds = PlannerRounds(self)
 
     # -- public API ------------------------------------------------------------------
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -110,8 +114,8 @@ class Engine:
         self.register()
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
-                self._safe_tick()
-                if until_idle and self.is_idle():
+                changed = self._safe_tick()
+                if until_idle and not changed and self.is_idle():
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
                 self._wake.clear()
@@ -142,13 +146,16 @@ class Engine:
         self._publish()
 
     # -- the tick --------------------------------------------------------------------
-    def _safe_tick(self) -> None:
+    def _safe_tick(self) -> bool:
         try:
-            if self.tick():
-                self._publish()
-            self._last_db_ok = self.clock()
+            changed = self.tick()
         except OperationalError as error:
             log.warning("database unavailable: %s", error)
+            return True
+        self._last_db_ok = self.clock()
+        if changed:
+            self._publish()
+        return changed
 
     def tick(self) -> bool:
         """One reconcile pass (DESIGN §2 order). True when anything changed."""
@@ -158,7 +165,7 @@ class Engine:
         changed |= self._recover(now)
         changed |= resume_parked(self.store, now)
         changed |= self.plan(now)
-        changed |= promote_ready(self.store, now)
+        changed |= promote_ready(self.store, now, self._gated())
         changed |= self._reap(now)
         changed |= self._finish_jobs(now)
         if now - self._last_db_ok < self.config.engine.lease_seconds:
@@ -167,12 +174,19 @@ class Engine:
         return changed
 
     def command_handlers(self) -> dict[str, commands.Handler]:
-        """Commands this engine applies; later features add theirs here."""
-        return dict(commands.HANDLERS)
+        return {
+            **commands.HANDLERS,
+            "replan": planning.replan,
+            "approve": planning.approve_wave,
+            "install_plan": planning.install_plan,
+        }
 
     def plan(self, now: float) -> bool:
-        """Planner rounds; the base engine runs manual jobs only."""
-        return False
+        return self.rounds.tick(now)
+
+    def _gated(self) -> frozenset[str]:
+        with self.store.read() as session:
+            return gated_keys(session)
 
     def is_idle(self) -> bool:
         if self.live:
@@ -182,8 +196,8 @@ class Engine:
             busy = session.exec(select(Task.key).where(col(Task.state).in_(active)).limit(1))
             return busy.first() is None and not self._planning_active(session)
 
-    def _planning_active(self, session: object) -> bool:
-        return False
+    def _planning_active(self, session: Session) -> bool:
+        return self.rounds.planning_active(session)
 
     def all_jobs_succeeded(self) -> bool:
         with self.store.read() as session:
@@ -462,11 +476,11 @@ class Engine:
     def _fence_check(self) -> None:
         """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
         with self.store.read() as session:
+            mine = list(self.live)
             owned = set(
-                session.exec(
-                    select(Task.execution_id).where(col(Task.execution_id).in_(list(self.live)))
-                )
+                session.exec(select(Task.execution_id).where(col(Task.execution_id).in_(mine)))
             )
+            owned |= self.rounds.owned_executions(session, mine)
         for execution_id, live in self.live.items():
             if execution_id not in owned and live.stop_reason is None:
                 live.stop(StopReason.LOST, self.config.engine.cancel_grace_seconds)
@@ -475,7 +489,9 @@ class Engine:
         del self.live[live.execution_id]
         live.drain(wall)
         exit_code = live.process.poll() or 0
-        report = live.parser.finish(exit_code, live.process.stderr_tail(), wall)
+        stderr_tail = live.process.stderr_tail()
+        report = live.parser.finish(exit_code, stderr_tail, wall)
+        result_file = live.result_file()
         outcome = judge_exit(
             ExitFacts(
                 exit_code=exit_code,
@@ -484,28 +500,33 @@ class Engine:
                 cli_error=report.error,
                 cli_is_error=report.is_error,
                 result_text=report.result_text,
-                result_file=live.result_file() or report.result_data,
+                result_file=result_file if result_file is not None else report.result_data,
                 limit=report.limit,
-                stderr_tail=live.process.stderr_tail(),
+                stderr_tail=stderr_tail,
             )
         )
-        self.on_complete(live, outcome, report, exit_code, now)
+        self._record_execution(live, outcome, report, exit_code, now)
+        if live.plan_id is not None:
+            self.rounds.complete(live, outcome, report, result_file, now)
+        else:
+            self.on_complete(live, outcome, now)
 
-    def on_complete(
-        self, live: LiveExecution, outcome: Outcome, report, exit_code: int, now: float
-    ) -> None:  # type: ignore[no-untyped-def]
+    def _record_execution(
+        self, live: LiveExecution, outcome: Outcome, report: AgentReport, exit_code: int, now: float
+    ) -> None:
         with self.store.write() as session:
             finish_execution_row(session, live.execution_id, outcome, exit_code=exit_code, now=now)
             execution = session.get(Execution, live.execution_id)
             if execution is not None:
                 execution.session_id = report.session_id
-                execution.input_tokens, execution.output_tokens = (
-                    report.input_tokens,
-                    report.output_tokens,
-                )
+                execution.input_tokens = report.input_tokens
+                execution.output_tokens = report.output_tokens
                 execution.cost_usd = report.cost_usd
-                execution.last_output = live.last_output or execution.last_output
+                execution.last_output = (live.last_output or execution.last_output or "")[:300]
                 session.add(execution)
+
+    def on_complete(self, live: LiveExecution, outcome: Outcome, now: float) -> None:
+        with self.store.write() as session:
             if outcome.kind is OutcomeKind.LOST or live.task_key is None:
                 return
             task = fenced_task(session, live.task_key, live.execution_id)

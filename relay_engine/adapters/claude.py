@@ -103,7 +103,7 @@ class ClaudeParser(BaseParser):
         subtype = str(event.get("subtype") or "success")
         report.is_error = bool(event.get("is_error")) or subtype != "success"
         if report.is_error:
-            report.error = clean_progress(report.result_text) or subtype
+            report.error = report.last_progress = clean_progress(report.result_text) or subtype
         cost = event.get("total_cost_usd", event.get("cost_usd"))
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             report.cost_usd = float(cost)

@@ -109,6 +109,7 @@ class GeminiParser(BaseParser):
         if isinstance(error, dict):
             report.is_error = True
             report.error = clean_progress(str(error.get("message") or error.get("type")))
+            report.last_progress = report.error
             self._event_limit(payload, now)
 
     def _apply_stats(self, stats: object) -> None:

@@ -1,0 +1,289 @@
+"""The imperative side of planning: start planner executions and apply what they return."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from sqlmodel import Session, col, select
+
+from relay_engine import dispatch
+from relay_engine.adapters.base import AgentReport
+from relay_engine.completion import finish_execution_row, limited_providers, record_limit
+from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
+from relay_engine.live import LiveExecution
+from relay_engine.model import Execution, Job, Plan, Task
+from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.planner import PlanAccepted, validate_planner_output
+from relay_engine.planning import (
+    accept_result,
+    build_planner_prompt,
+    claim_plan,
+    finish_job,
+    job_facts,
+    latest_plan,
+    next_step,
+    open_round,
+    reject_attempt,
+    store_children,
+)
+from relay_engine.recovery import ClaimFacts, decide_recoveries
+from relay_engine.registry import owner_facts
+from relay_engine.runner import LaunchError, launch
+from relay_engine.selection import Selected
+from relay_engine.states import JobState, PlanState
+from relay_engine.store import record_event
+
+if TYPE_CHECKING:
+    from relay_engine.engine import Engine
+
+PLANNER_TIMEOUT_S = 30 * 60
+
+
+class PlannerRounds:
+    """Drives every autonomous job: open rounds, run planners, store their children."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def tick(self, now: float) -> bool:
+        store = self.engine.store
+        changed = self._recover(now)
+        with store.write() as session:
+            jobs = session.exec(
+                select(Job).where(Job.state == JobState.ACTIVE, Job.mode == "autonomous")
+            ).all()
+            for job in jobs:
+                changed |= self._advance(session, job, now)
+        return self._start_planners(now) or changed
+
+    def _advance(self, session: Session, job: Job, now: float) -> bool:
+        step = next_step(job_facts(session, job))
+        latest = latest_plan(session, job.id)
+        if step == "start-initial":
+            open_round(session, job, trigger="initial", now=now)
+        elif step == "continue":
+            open_round(session, job, trigger="continuation", now=now, previous=latest)
+        elif step == "materialise" and latest is not None:
+            store_children(session, job, latest, now)
+        elif step == "succeed":
+            finish_job(session, job, JobState.SUCCEEDED, None, now)
+        elif step == "fail":
+            why = latest.error if latest else "planning failed"
+            finish_job(session, job, JobState.FAILED, f"planner round failed: {why}", now)
+        elif step == "exhausted":
+            why = f"objective not satisfied after {job.max_plan_rounds} planner rounds"
+            finish_job(session, job, JobState.FAILED, why, now)
+        else:
+            return False
+        return True
+
+    # -- planner executions ---------------------------------------------------------------
+    def _start_planners(self, now: float) -> bool:
+        with self.engine.store.read() as session:
+            waiting = session.exec(
+                select(Plan).where(
+                    Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_(None)
+                )
+            ).all()
+            limits = limited_providers(session)
+        started = False
+        for plan in waiting:
+            started |= self._start(plan, limits, now)
+        return started
+
+    def _start(self, plan: Plan, limits: dict[str, float], now: float) -> bool:
+        engine = self.engine
+        view = dispatch.QueueView([], [], {}, limits, {})
+        probe = _PlannerTask(plan.job_id)
+        choice = dispatch.pick_agent(probe, view, engine.config, Counter(), now)  # type: ignore[arg-type]
+        if not isinstance(choice, Selected):
+            return False
+        agent = engine.config.agent(choice.agent_id)
+        assert agent is not None
+        execution_id = uuid.uuid4().hex
+        with engine.store.write() as session:
+            fresh = session.get(Plan, plan.id)
+            job = session.get(Job, plan.job_id)
+            if (
+                fresh is None
+                or job is None
+                or not claim_plan(
+                    session,
+                    fresh,
+                    engine_id=engine.id,
+                    execution_id=execution_id,
+                    agent_id=agent.id,
+                    provider=agent.provider,
+                    lease_s=engine.config.engine.lease_seconds,
+                    now=now,
+                )
+            ):
+                return False
+            prompt = build_planner_prompt(session, job, fresh, sorted(engine.config.roles))
+            request = LaunchRequest(
+                execution_id=execution_id,
+                task_key=f"{job.id}/plan-{fresh.round}",
+                job_id=job.id,
+                attempt=fresh.attempt + 1,
+                prompt=prompt,
+                cwd=engine.workspace,
+                timeout_s=PLANNER_TIMEOUT_S,
+                agent=agent,
+                sim_script=job.sim,
+                plan_round=fresh.round,
+            )
+            record_event(
+                session,
+                "plan.started",
+                f"job {job.id} round {fresh.round}: planner {agent.id} started",
+                now=now,
+                job_id=job.id,
+                plan_id=fresh.id,
+            )
+        try:
+            spec = build_launch(engine.workspace, request)
+            process = launch(spec, on_exit=engine.wake)
+        except (LaunchError, OSError, ValueError) as error:
+            self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
+            return True
+        engine.live[execution_id] = LiveExecution(
+            execution_id=execution_id,
+            task_key=None,
+            plan_id=plan.id,
+            job_id=plan.job_id,
+            agent_id=agent.id,
+            provider=agent.provider,
+            process=process,
+            parser=adapter_for(agent).parser(),
+        )
+        with engine.store.write() as session:
+            execution = session.get(Execution, execution_id)
+            if execution is not None:
+                execution.pid = execution.pgid = process.pid
+                execution.started_at = now
+                execution.argv = display_argv(spec.argv, prompt, [])
+                execution.artifact_dir = str(spec.artifact_dir)
+                session.add(execution)
+        return True
+
+    def complete(
+        self,
+        live: LiveExecution,
+        outcome: Outcome,
+        report: AgentReport,
+        result_file: object,
+        now: float,
+    ) -> None:
+        with self.engine.store.write() as session:
+            plan = _fenced_plan(session, live.plan_id, live.execution_id)
+            if plan is None or outcome.kind is OutcomeKind.LOST:
+                return
+            if outcome.kind is OutcomeKind.LIMITED and outcome.limit is not None:
+                record_limit(
+                    session, live.provider, outcome.limit.reset_at, outcome.limit.source_text, now
+                )
+                plan.attempt = max(plan.attempt - 1, 0)
+                plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+                session.add(plan)
+                return
+            if outcome.kind is OutcomeKind.RELEASED:
+                plan.attempt = max(plan.attempt - 1, 0)
+                plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+                session.add(plan)
+                return
+            if outcome.kind is not OutcomeKind.SUCCEEDED:
+                reject_attempt(session, plan, outcome.error or "planner failed", now)
+                return
+            raw = result_file if result_file is not None else report.result_text
+            existing = _task_ids(session, plan.job_id)
+            verdict = validate_planner_output(
+                raw, existing_task_ids=existing, known_roles=self.engine.config.roles
+            )
+            if not isinstance(verdict, PlanAccepted):
+                reject_attempt(session, plan, verdict.reason, now)
+                return
+            accept_result(session, plan, verdict.result, now)
+            job = session.get(Job, plan.job_id)
+            if job is not None:
+                store_children(session, job, plan, now)
+
+    def _fail_attempt(
+        self, plan_id: int | None, execution_id: str, reason: str, now: float
+    ) -> None:
+        with self.engine.store.write() as session:
+            plan = _fenced_plan(session, plan_id, execution_id)
+            finish_execution_row(
+                session,
+                execution_id,
+                Outcome(OutcomeKind.FAILED, error=reason),
+                exit_code=None,
+                now=now,
+            )
+            if plan is not None:
+                reject_attempt(session, plan, reason, now)
+
+    def _recover(self, now: float) -> bool:
+        engine = self.engine
+        with engine.store.read() as session:
+            claimed = session.exec(
+                select(Plan).where(
+                    Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_not(None)
+                )
+            ).all()
+            if not claimed:
+                return False
+            owners = owner_facts(session, {p.lease_owner or "" for p in claimed}, engine.host)
+        decisions = decide_recoveries(
+            [
+                ClaimFacts(
+                    str(p.id),
+                    p.execution_id or "",
+                    p.lease_owner,
+                    p.lease_expires_at,
+                    p.attempt,
+                    p.max_attempts,
+                )
+                for p in claimed
+            ],
+            owners,
+            my_engine=engine.id,
+            my_live=frozenset(engine.live),
+            my_host=engine.host,
+            now=now,
+            ttl=engine.config.engine.lease_seconds,
+        )
+        for decision in decisions:
+            self._fail_attempt(int(decision.key), decision.execution_id, decision.reason, now)
+        return bool(decisions)
+
+    def owned_executions(self, session: Session, execution_ids: list[str]) -> set[str]:
+        rows = session.exec(
+            select(Plan.execution_id).where(col(Plan.execution_id).in_(execution_ids))
+        )
+        return {r for r in rows if r}
+
+    def planning_active(self, session: Session) -> bool:
+        query = select(Plan.id).where(Plan.status == PlanState.PLANNING).limit(1)
+        return session.exec(query).first() is not None
+
+
+class _PlannerTask:
+    """The selection inputs of a planner round, shaped like a task."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.workstream = None
+        self.role = "planner"
+        self.model_class = None
+        self.pinned_agent = None
+
+
+def _fenced_plan(session: Session, plan_id: int | None, execution_id: str) -> Plan | None:
+    query = select(Plan).where(Plan.id == plan_id, Plan.execution_id == execution_id)
+    return session.exec(query.with_for_update()).first()
+
+
+def _task_ids(session: Session, job_id: str) -> list[str]:
+    return list(session.exec(select(Task.task_id).where(Task.job_id == job_id)))
