@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+import tomllib
 from importlib import resources
 from pathlib import Path
 from types import FrameType
@@ -18,6 +19,7 @@ from rich.text import Text
 
 from relay_engine import commands
 from relay_engine.config import CONFIG_FILE, ConfigError, load_config
+from relay_engine.handlers import HANDLERS
 from relay_engine.jobfile import JobFileError, load_job_file
 from relay_engine.jobs import JobConflict, split_key, submit_job
 from relay_engine.model import Event
@@ -181,7 +183,7 @@ def _command(kind: str, build) -> callable:  # type: ignore[no-untyped-def,valid
         payload = build(args)
         store = _store(args)
         store.enqueue_command(kind, payload)
-        applied = commands.apply_pending(store, "cli", time.time())
+        applied = commands.apply_pending(store, "cli", time.time(), HANDLERS)
         mine = [a for a in applied if a.kind == kind]
         for result in mine:
             (console if result.ok else err).print(result.outcome)
@@ -193,6 +195,23 @@ def _command(kind: str, build) -> callable:  # type: ignore[no-untyped-def,valid
 def _task_payload(args: argparse.Namespace) -> dict:
     split_key(args.task)
     return {"task": args.task}
+
+
+def _plan_payload(args: argparse.Namespace) -> dict:
+    path = Path(args.file)
+    text = path.read_text(encoding="utf-8")
+    try:
+        plan = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"{path}: cannot parse plan: {error}") from error
+    roles = sorted(load_config(_workspace(args)).roles)
+    return {"job": args.job, "plan": plan, "roles": roles}
+
+
+def _pin_payload(args: argparse.Namespace) -> dict:
+    if "/" in args.job:
+        return {"task": args.job, "agent": args.agent}
+    return {"job": args.job, "workstream": args.workstream, "role": args.role, "agent": args.agent}
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -244,6 +263,23 @@ def build_parser() -> argparse.ArgumentParser:
     cancel_job = sub.add_parser("cancel-job", help="cancel a whole job")
     cancel_job.add_argument("job")
     cancel_job.set_defaults(func=_command("cancel_job", lambda a: {"job": a.job}))
+    replan = sub.add_parser("replan", help="start a new planner round with guidance")
+    replan.add_argument("job")
+    replan.add_argument("--guidance", "-g", default="", help="what the planner should change")
+    replan.set_defaults(func=_command("replan", lambda a: {"job": a.job, "guidance": a.guidance}))
+    approve = sub.add_parser("approve", help="approve the next wave of a gated job")
+    approve.add_argument("job")
+    approve.set_defaults(func=_command("approve", lambda a: {"job": a.job}))
+    plan = sub.add_parser("plan", help="install a plan written by hand")
+    plan.add_argument("job")
+    plan.add_argument("--file", "-f", required=True, help="plan TOML or JSON")
+    plan.set_defaults(func=_command("install_plan", _plan_payload))
+    pin = sub.add_parser("pin", help="pin a workstream (or JOB/TASK) to an agent")
+    pin.add_argument("job", help="JOB, or JOB/TASK to pin one task")
+    pin.add_argument("workstream", nargs="?", default="")
+    pin.add_argument("agent")
+    pin.add_argument("--role", default="implementer")
+    pin.set_defaults(func=_command("pin", _pin_payload))
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

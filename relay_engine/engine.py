@@ -18,10 +18,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+import watchfiles
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select, update
 
-from relay_engine import commands, dispatch, planning
+from relay_engine import assignments, commands, dispatch
 from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import (
     LimitDecision,
@@ -32,14 +33,16 @@ from relay_engine.completion import (
     limited_providers,
     record_limit,
 )
-from relay_engine.config import ConfigError, RelayConfig, load_config
+from relay_engine.config import CONFIG_FILE, AgentConfig, ConfigError, RelayConfig, load_config
+from relay_engine.context import prompt_context
+from relay_engine.handlers import HANDLERS
 from relay_engine.jobs import timeout_for
 from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
 from relay_engine.live import LiveExecution
 from relay_engine.model import EngineRecord, Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
 from relay_engine.planning import gated_keys
-from relay_engine.prompts import PromptParts, assemble_prompt
+from relay_engine.prompts import assemble_prompt
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.recovery import ClaimFacts, decide_recoveries
 from relay_engine.registry import mark_stopped, owner_facts, register_engine, this_host
@@ -85,6 +88,7 @@ class Engine:
         self._last_db_ok = clock()
         self._dirty_jobs: set[str] = set()
         self.rounds = PlannerRounds(self)
+        self._config_changed = threading.Event()
 
     # -- public API ------------------------------------------------------------------
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -120,6 +124,7 @@ class Engine:
                 self._wake.wait(self.config.engine.tick_seconds)
                 self._wake.clear()
         finally:
+            self._stop.set()
             self.shutdown(release=self._release_on_stop)
             self._stopped.set()
         return self.all_jobs_succeeded()
@@ -128,6 +133,54 @@ class Engine:
         if not self._registered:
             register_engine(self.store, self.id, role=self.role, now=self.clock())
             self._registered = True
+            self._sync_agents()
+            self._watch_config()
+
+    def _watch_config(self) -> None:
+        """Reload relay.toml on the next tick after it changes (watchfiles, in a thread)."""
+        path = self.workspace / CONFIG_FILE
+
+        def watch() -> None:
+            for changes in watchfiles.watch(
+                self.workspace,
+                stop_event=self._stop,
+                recursive=False,
+                debounce=200,
+                rust_timeout=500,
+            ):
+                if any(Path(changed).name == path.name for _, changed in changes):
+                    self._config_changed.set()
+                    self.wake()
+
+        threading.Thread(target=watch, daemon=True, name=f"relay-config-{self.id}").start()
+
+    def _maybe_reload_config(self, now: float) -> bool:
+        if not self._config_changed.is_set():
+            return False
+        self._config_changed.clear()
+        error = reload_config(self)
+        with self.store.write() as session:
+            if error:
+                record_event(
+                    session,
+                    "config.invalid",
+                    f"relay.toml not reloaded, keeping the last good config: {error}",
+                    now=now,
+                    level="error",
+                )
+            else:
+                assignments.sync_agents(session, self.config.agents, now)
+                record_event(
+                    session,
+                    "config.reloaded",
+                    f"relay.toml reloaded: {len(self.config.agents)} agents",
+                    now=now,
+                )
+        return True
+
+    def _sync_agents(self) -> None:
+        with self.store.write() as session:
+            assignments.sync_agents(session, self.config.agents, self.clock())
 
     def shutdown(self, *, release: bool) -> None:
         now = self.clock()
@@ -160,7 +213,8 @@ class Engine:
     def tick(self) -> bool:
         """One reconcile pass (DESIGN §2 order). True when anything changed."""
         now = self.clock()
-        changed = bool(commands.apply_pending(self.store, self.id, now, self.command_handlers()))
+        changed = self._maybe_reload_config(now)
+        changed |= bool(commands.apply_pending(self.store, self.id, now, self.command_handlers()))
         self._heartbeat(now)
         changed |= self._recover(now)
         changed |= resume_parked(self.store, now)
@@ -174,12 +228,7 @@ class Engine:
         return changed
 
     def command_handlers(self) -> dict[str, commands.Handler]:
-        return {
-            **commands.HANDLERS,
-            "replan": planning.replan,
-            "approve": planning.approve_wave,
-            "install_plan": planning.install_plan,
-        }
+        return HANDLERS
 
     def plan(self, now: float) -> bool:
         return self.rounds.tick(now)
@@ -341,16 +390,20 @@ class Engine:
             provider=agent.provider,
             process=process,
             parser=adapter_for(agent).parser(),
+            extra={"resumed": request.resume_session_id is not None},
         )
         self._mark_started(
             claimed, execution_id, process.pid, display_argv(spec.argv, request.prompt, []), now
         )
         return True
 
-    def _launch_request(self, task: Task, agent, execution_id: str) -> LaunchRequest:  # type: ignore[no-untyped-def]
+    def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
         with self.store.read() as session:
             job = session.get(Job, task.job_id)
-            prompt = assemble_prompt(self._prompt_parts(session, task, job, agent.provider))
+            prompt = assemble_prompt(
+                prompt_context(session, self.workspace, task, job, agent.provider)
+            )
+            resume = assignments.resumable_session(session, task, agent.id)
         cwd = (
             Path(job.repo_path)
             if job and job.repo_path and Path(job.repo_path).is_dir()
@@ -366,12 +419,8 @@ class Engine:
             timeout_s=timeout_for(task),
             agent=agent,
             sim_script=task.sim,
+            resume_session_id=resume,
         )
-
-    def _prompt_parts(self, session, task: Task, job: Job | None, provider: str) -> PromptParts:  # type: ignore[no-untyped-def]
-        from relay_engine.context import prompt_context
-
-        return prompt_context(session, self.workspace, task, job, provider)
 
     def _mark_started(
         self, task: Task, execution_id: str, pid: int, argv: list[str], now: float
@@ -533,10 +582,48 @@ class Engine:
             if task is None:
                 return
             decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+            self._carry_over(session, task, live, outcome, decision, now)
             apply_outcome(session, task, outcome, now=now, limit_decision=decision)
             self._dirty_jobs.add(task.job_id)
 
-    def _limit_decision(self, session, task: Task, outcome: Outcome, now: float) -> LimitDecision:  # type: ignore[no-untyped-def]
+    def _carry_over(
+        self,
+        session: Session,
+        task: Task,
+        live: LiveExecution,
+        outcome: Outcome,
+        decision: LimitDecision | None,
+        now: float,
+    ) -> None:
+        """Session, memory and pin bookkeeping that outlives this execution."""
+        assignments.remember_session(
+            session,
+            task,
+            live.agent_id,
+            live.provider,
+            live.parser.report.session_id,
+            resumed=bool(live.extra.get("resumed")),
+            failed_for_good=outcome.kind is OutcomeKind.FAILED
+            and task.attempt >= task.max_attempts,
+            now=now,
+        )
+        if outcome.kind is OutcomeKind.SUCCEEDED:
+            assignments.add_memory(session, task, outcome.summary, now)
+        pin = assignments.active_pin(session, task)
+        if decision and decision.swap_to and pin and pin.agent_id != decision.swap_to:
+            assignments.replace_pin(
+                session,
+                task.job_id,
+                task.workstream or "",
+                task.role,
+                decision.swap_to,
+                reason=f"swapped from {pin.agent_id}: {decision.provider} limited",
+                now=now,
+            )
+
+    def _limit_decision(
+        self, session: Session, task: Task, outcome: Outcome, now: float
+    ) -> LimitDecision:
         signal = outcome.limit
         assert signal is not None
         provider = task.provider or signal.provider

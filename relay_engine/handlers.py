@@ -1,0 +1,13 @@
+"""Every operator command relay understands, for engines and the CLI alike."""
+
+from __future__ import annotations
+
+from relay_engine import assignments, commands, planning
+
+HANDLERS: dict[str, commands.Handler] = {
+    **commands.HANDLERS,
+    "replan": planning.replan,
+    "approve": planning.approve_wave,
+    "install_plan": planning.install_plan,
+    "pin": assignments.pin_agent,
+}
