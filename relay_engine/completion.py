@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from sqlmodel import Session, col, select
 
 from relay_engine.limits import backoff_reset
-from relay_engine.model import Execution, ProviderLimit, Task
+from relay_engine.model import Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.planning import allowed_wave
 from relay_engine.states import TaskState
 from relay_engine.store import record_event
 from relay_engine.taskops import job_tasks, move_task, tasks_by_key
@@ -164,7 +165,11 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
     states = {t.task_id: t.state for t in tasks_by_key(session, dep_keys).values()}
     states[task.task_id] = TaskState.SUCCEEDED
     released = []
+    job = session.get(Job, task.job_id)
+    gate = allowed_wave(session, job) if job is not None and job.wave_gate != "auto" else None
     for draft in drafts:
+        if gate is not None and draft.wave > gate:
+            continue  # a wave gate holds it; readiness queues it once the wave is approved
         if all(states.get(dep) == TaskState.SUCCEEDED for dep in draft.dependencies):
             move_task(
                 session,

@@ -377,21 +377,24 @@ def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence
 
 
 def gated_keys(session: Session) -> frozenset[str]:
-    """DRAFT tasks held by a wave gate: their wave is beyond the job's approved wave."""
+    """DRAFT tasks held by a wave gate: their wave is beyond the job's allowed wave."""
     jobs = session.exec(select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate != "auto"))
     keys: set[str] = set()
     for job in jobs:
-        first_wave = _first_open_wave(session, job.id)
-        allowed = max(job.approved_wave, first_wave or 0)
+        allowed = allowed_wave(session, job)
         drafts = job_tasks(session, job.id, [TaskState.DRAFT])
         keys.update(t.key for t in drafts if t.wave > allowed)
     return frozenset(keys)
 
 
-def _first_open_wave(session: Session, job_id: str) -> int | None:
-    """The first wave always runs; gates hold the waves after it."""
-    waves = session.exec(select(Task.wave).where(Task.job_id == job_id)).all()
-    return min(waves, default=None)
+def allowed_wave(session: Session, job: Job) -> int:
+    """The highest wave that may run: the first wave of the current plan always does."""
+    plan = latest_plan(session, job.id)
+    query = select(Task.wave).where(Task.job_id == job.id)
+    if plan is not None and plan.children_stored:
+        query = query.where(Task.plan_id == plan.id)
+    first = min(session.exec(query).all(), default=0)
+    return max(job.approved_wave, first)
 
 
 def claim_plan(

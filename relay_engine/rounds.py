@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from relay_engine import dispatch
 from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
+from relay_engine.gates import advance_assess_gate
 from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
 from relay_engine.live import LiveExecution
 from relay_engine.model import Execution, Job, Plan, Task
@@ -56,6 +57,11 @@ class PlannerRounds:
             ).all()
             for job in jobs:
                 changed |= self._advance(session, job, now)
+            assessed = session.exec(
+                select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate == "assess")
+            ).all()
+            for job in assessed:
+                changed |= advance_assess_gate(session, job, now)
         return self._start_planners(now) or changed
 
     def _advance(self, session: Session, job: Job, now: float) -> bool:
