@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -27,7 +28,7 @@ from relay_engine.status import status_report
 from relay_engine.store import SchemaError, Store
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
 STATE_STYLES = {
     "SUCCEEDED": "green",
     "FAILED": "red",
@@ -186,7 +187,7 @@ def _command(kind: str, build) -> callable:  # type: ignore[no-untyped-def,valid
         applied = commands.apply_pending(store, "cli", time.time(), HANDLERS)
         mine = [a for a in applied if a.kind == kind]
         for result in mine:
-            (console if result.ok else err).print(result.outcome)
+            (console if result.ok else err).print(result.outcome, markup=False)
         return 0 if all(a.ok for a in mine) else 1
 
     return run
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except (JobFileError, ConfigError, JobConflict, SchemaError, ValueError) as error:
-        err.print(f"[red]error:[/] {error}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -88,7 +88,15 @@ def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None
         result=outcome.data,
         error=None,
         finished_at=now,
+        diffstat=outcome.diffstat,
+        commit_sha=outcome.commit,
     )
+    if outcome.commit:
+        job = session.get(Job, task.job_id)
+        if job is not None:
+            job.head_sha = outcome.commit
+            job.job_branch = f"relay/{job.id}"
+            session.add(job)
     release_dependents(session, task, now=now)
 
 

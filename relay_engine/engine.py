@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -52,6 +53,7 @@ from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.store import Store, record_event
 from relay_engine.taskops import move_task
+from relay_engine.workspace import WorkspaceError, Worktrees
 
 log = logging.getLogger(__name__)
 OUTPUT_SAVE_INTERVAL_S = 1.0
@@ -88,6 +90,7 @@ class Engine:
         self._last_db_ok = clock()
         self._dirty_jobs: set[str] = set()
         self.rounds = PlannerRounds(self)
+        self.worktrees = Worktrees(self.workspace)
         self._config_changed = threading.Event()
 
     # -- public API ------------------------------------------------------------------
@@ -378,7 +381,7 @@ class Engine:
             request = self._launch_request(claimed, agent, execution_id)
             spec = build_launch(self.workspace, request)
             process = launch(spec, on_exit=self.wake)
-        except (LaunchError, OSError, ValueError) as error:
+        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
             self._launch_failed(claimed, execution_id, str(error), now)
             return True
         self.live[execution_id] = LiveExecution(
@@ -405,8 +408,8 @@ class Engine:
             )
             resume = assignments.resumable_session(session, task, agent.id)
         cwd = (
-            Path(job.repo_path)
-            if job and job.repo_path and Path(job.repo_path).is_dir()
+            self.worktrees.cwd_for(job.repo_path, job.id, task.task_id, job.base_branch)
+            if job
             else self.workspace
         )
         return LaunchRequest(
@@ -554,11 +557,43 @@ class Engine:
                 stderr_tail=stderr_tail,
             )
         )
+        if live.plan_id is None:
+            outcome = self._settle_worktree(live, outcome)
         self._record_execution(live, outcome, report, exit_code, now)
         if live.plan_id is not None:
             self.rounds.complete(live, outcome, report, result_file, now)
         else:
             self.on_complete(live, outcome, now)
+
+    def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
+        """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
+        with self.store.read() as session:
+            job = session.get(Job, live.job_id)
+            task = session.get(Task, live.task_key)
+        if job is None or task is None:
+            return outcome
+        succeeded = outcome.kind is OutcomeKind.SUCCEEDED
+        try:
+            merge = self.worktrees.finish(
+                job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded
+            )
+        except WorkspaceError as error:
+            return (
+                Outcome(OutcomeKind.FAILED, error=f"could not merge: {error}")
+                if succeeded
+                else outcome
+            )
+        if merge is None:
+            return outcome
+        if not merge.merged:
+            paths = ", ".join(merge.conflicts) or "unknown paths"
+            return Outcome(
+                OutcomeKind.FAILED,
+                summary=outcome.summary,
+                data=outcome.data,
+                error=f"merge conflict with the job branch in: {paths}",
+            )
+        return replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
 
     def _record_execution(
         self, live: LiveExecution, outcome: Outcome, report: AgentReport, exit_code: int, now: float

@@ -37,6 +37,8 @@ class Outcome:
     data: Any = None
     error: str | None = None
     limit: LimitSignal | None = None
+    diffstat: str | None = None
+    commit: str | None = None
 
     @property
     def retryable(self) -> bool:

@@ -4,7 +4,8 @@ Spawned hundreds of times by tests and demos, so it imports only the standard li
 nothing else from relay_engine. Behaviour is scripted by the JSON object in RELAY_SIM_SCRIPT:
 duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
 grandchild_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
-rate_limit {message, attempts, exit_code, until_epoch}, session_id, format, model, cost_usd.
+rate_limit {message, attempts, exit_code, until_epoch}, session_id, format, model, cost_usd,
+write_files {relative path: content} (written into the working directory, as an agent would).
 Other env: RELAY_ATTEMPT, RELAY_RESULT_FILE, RELAY_TASK, RELAY_PLAN_ROUND.
 """
 
@@ -368,7 +369,17 @@ def main(argv: list[str] | None = None) -> int:
         if fmt != "plain":
             sim.finish(message, is_error=True)
         return 1
+    write_files(script)
     return work(sim)
+
+
+def write_files(script: dict[str, Any]) -> None:
+    """Edit the working tree like a real agent, so worktrees and merges can be exercised."""
+    for name, content in (script.get("write_files") or {}).items():
+        path = os.path.join(os.getcwd(), name)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(str(content))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,197 @@
+"""Git worktrees: each task works on its own branch, merged into the job branch when done.
+
+A job works on ``relay/<job>`` cut from its base branch; each task runs in
+``.relay/worktrees/<job>/<task>`` on ``relay-tasks/<job>/<task>``, cut from the job branch
+as it stands when the task starts (so it sees its dependencies' merged work). Merges
+happen in a worktree of the job branch, never in the operator's own checkout, and are
+serialised per repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
+
+RELAY_IDENTITY = ("-c", "user.name=relay", "-c", "user.email=relay@localhost")
+_repo_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+class WorkspaceError(RuntimeError):
+    """A git operation failed; the message names the repository and the step."""
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    merged: bool
+    commit: str | None
+    diffstat: str
+    conflicts: tuple[str, ...] = ()
+
+
+def job_branch(job_id: str) -> str:
+    return f"relay/{job_id}"
+
+
+def task_branch(job_id: str, task_id: str) -> str:
+    # Not relay/<job>/<task>: git cannot hold a ref and a ref "below" it at once.
+    return f"relay-tasks/{job_id}/{task_id}"
+
+
+def open_repo(path: str | Path | None) -> Repo | None:
+    """The git repository at ``path``, or None when it is not one."""
+    if not path:
+        return None
+    try:
+        return Repo(path)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return None
+
+
+def _lock(repo: Repo) -> threading.Lock:
+    return _repo_locks[str(Path(repo.git_dir).resolve())]
+
+
+def _git(repo: Repo, *args: str) -> str:
+    try:
+        return repo.git.execute(["git", *RELAY_IDENTITY, *args])  # type: ignore[call-overload,no-any-return]
+    except GitCommandError as error:
+        raise WorkspaceError(
+            f"{repo.working_dir}: git {' '.join(args)} failed: {error.stderr.strip()}"
+        ) from error
+
+
+def _has_branch(repo: Repo, name: str) -> bool:
+    return any(head.name == name for head in repo.heads)
+
+
+def ensure_job_branch(repo: Repo, job_id: str, base_branch: str) -> str:
+    branch = job_branch(job_id)
+    if not _has_branch(repo, branch):
+        if not _has_branch(repo, base_branch):
+            raise WorkspaceError(f"{repo.working_dir}: base branch {base_branch!r} does not exist")
+        _git(repo, "branch", branch, base_branch)
+    return branch
+
+
+def _job_worktree(repo: Repo, root: Path, job_id: str) -> Path:
+    path = root / job_id / "_job"
+    if not (path / ".git").exists():
+        _remove_worktree(repo, path)
+        _git(repo, "worktree", "add", str(path), job_branch(job_id))
+    return path
+
+
+def prepare_task_worktree(
+    repo: Repo, root: Path, job_id: str, task_id: str, base_branch: str
+) -> Path:
+    """A fresh worktree for the task on its own branch, cut from the job branch now."""
+    with _lock(repo):
+        ensure_job_branch(repo, job_id, base_branch)
+        path = root / job_id / task_id
+        _remove_worktree(repo, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _git(
+            repo,
+            "worktree",
+            "add",
+            "-B",
+            task_branch(job_id, task_id),
+            str(path),
+            job_branch(job_id),
+        )
+        return path
+
+
+def _remove_worktree(repo: Repo, path: Path) -> None:
+    if path.exists():
+        try:
+            _git(repo, "worktree", "remove", "--force", str(path))
+        except WorkspaceError:
+            shutil.rmtree(path, ignore_errors=True)
+    _git(repo, "worktree", "prune")
+
+
+def commit_task_changes(worktree: Path, message: str) -> str | None:
+    """Commit what the agent left uncommitted; the new head, or None if nothing changed."""
+    repo = Repo(worktree)
+    _git(repo, "add", "-A")
+    if not repo.is_dirty(index=True, working_tree=False, untracked_files=False):
+        return None
+    _git(repo, "commit", "-q", "-m", message)
+    return repo.head.commit.hexsha
+
+
+def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) -> MergeResult:
+    """Merge the task branch into the job branch; a conflict names the paths and merges nothing."""
+    worktree = root / job_id / task_id
+    if worktree.exists():
+        commit_task_changes(worktree, f"{task_id}: {title}")
+    with _lock(repo):
+        job_tree = _job_worktree(repo, root, job_id)
+        job_repo = Repo(job_tree)
+        branch = task_branch(job_id, task_id)
+        diffstat = _git(job_repo, "diff", "--stat", f"HEAD...{branch}")
+        if not diffstat.strip():
+            return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat="")
+        try:
+            _git(
+                job_repo,
+                "merge",
+                "--no-ff",
+                "-q",
+                "-m",
+                f"relay: merge {task_id} ({title})",
+                branch,
+            )
+        except WorkspaceError:
+            conflicts = _conflicted_paths(job_repo)
+            _git(job_repo, "merge", "--abort")
+            return MergeResult(merged=False, commit=None, diffstat=diffstat, conflicts=conflicts)
+        return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat=diffstat)
+
+
+def _conflicted_paths(repo: Repo) -> tuple[str, ...]:
+    output = _git(repo, "diff", "--name-only", "--diff-filter=U")
+    return tuple(line for line in output.splitlines() if line.strip())
+
+
+def prune_task(repo: Repo, root: Path, job_id: str, task_id: str) -> None:
+    """Remove a finished task's worktree (its branch stays for inspection)."""
+    with _lock(repo):
+        _remove_worktree(repo, root / job_id / task_id)
+
+
+class Worktrees:
+    """The engine's entry point: where a task runs, and what happens to its work after."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.root = workspace / ".relay" / "worktrees"
+
+    def cwd_for(self, repo_path: str | None, job_id: str, task_id: str, base_branch: str) -> Path:
+        """A fresh worktree when the job's repo is a git repository; else the repo or workspace."""
+        repo = open_repo(repo_path)
+        if repo is None:
+            return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
+        return prepare_task_worktree(repo, self.root, job_id, task_id, base_branch)
+
+    def finish(
+        self, repo_path: str | None, job_id: str, task_id: str, title: str, *, succeeded: bool
+    ) -> MergeResult | None:
+        """Merge a succeeded task's work; keep a failed task's work on its branch; prune."""
+        repo = open_repo(repo_path)
+        tree = self.root / job_id / task_id
+        if repo is None or not tree.exists():
+            return None
+        try:
+            if succeeded:
+                return merge_task(repo, self.root, job_id, task_id, title)
+            commit_task_changes(tree, f"{task_id}: {title} (unfinished)")
+            return None
+        finally:
+            prune_task(repo, self.root, job_id, task_id)
