@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import text
+from sqlalchemy import ColumnElement, text
 from sqlmodel import Session, col, func, select, update
 
 from relay_engine.config import AgentConfig, RelayConfig
@@ -62,12 +62,21 @@ def task_facts(task: Task, gated: bool = False) -> TaskFacts:
     )
 
 
-def _busy(session: Session) -> list[Task]:
-    query = select(Task).where(
+def _busy_filter() -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    return (
         col(Task.state).in_([TaskState.RUNNING, TaskState.QUEUED]),
         col(Task.execution_id).is_not(None),
     )
-    return list(session.exec(query))
+
+
+def busy_tasks(session: Session) -> list[Task]:
+    return list(session.exec(select(Task).where(*_busy_filter())))
+
+
+def _busy_scopes(session: Session) -> list[tuple[str, str | None]]:
+    """(job, workstream) of every claimed task: all a claim needs, without loading rows."""
+    query = select(Task.job_id, Task.workstream).where(*_busy_filter())
+    return [(job_id, workstream) for job_id, workstream in session.exec(query)]
 
 
 def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
@@ -86,7 +95,7 @@ def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
             )
         )
     }
-    return QueueView(queued, _busy(session), jobs, limits, pins)
+    return QueueView(queued, busy_tasks(session), jobs, limits, pins)
 
 
 def choose(view: QueueView, capacity: int) -> list[Task]:
@@ -153,7 +162,7 @@ def claim(
     with store.write() as session:
         if not store.is_sqlite:
             session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
-        busy = _busy(session)
+        busy = _busy_scopes(session)
         if len(busy) >= capacity or _lock_held(task, busy):
             return None
         result = session.exec(
@@ -196,10 +205,10 @@ def claim(
         return claimed
 
 
-def _lock_held(task: Task, busy: list[Task]) -> bool:
+def _lock_held(task: Task, busy: list[tuple[str, str | None]]) -> bool:
     if not task.workstream:
         return False
-    return any(t.job_id == task.job_id and t.workstream == task.workstream for t in busy)
+    return (task.job_id, task.workstream) in busy
 
 
 def _count_assignment(

@@ -10,6 +10,7 @@ and each process exit wakes the loop at once.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -38,17 +39,23 @@ from relay_engine.config import CONFIG_FILE, AgentConfig, ConfigError, RelayConf
 from relay_engine.context import prompt_context
 from relay_engine.handlers import HANDLERS
 from relay_engine.jobs import timeout_for
-from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
+from relay_engine.launch import (
+    LaunchRequest,
+    adapter_for,
+    build_launch,
+    display_argv,
+    secret_values,
+)
 from relay_engine.live import LiveExecution
-from relay_engine.model import EngineRecord, Execution, Job, ProviderLimit, Task
+from relay_engine.model import EngineRecord, Execution, Job, Plan, ProviderLimit, Task
 from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
 from relay_engine.planning import gated_keys
 from relay_engine.prompts import assemble_prompt
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
-from relay_engine.recovery import ClaimFacts, decide_recoveries
-from relay_engine.registry import mark_stopped, owner_facts, register_engine, this_host
+from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
+from relay_engine.registry import kill_orphan, mark_stopped, owner_facts, register_engine, this_host
 from relay_engine.rounds import PlannerRounds
-from relay_engine.runner import LaunchError, kill_process_group, launch
+from relay_engine.runner import LaunchError, launch
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.store import Store, record_event
@@ -279,15 +286,31 @@ class Engine:
                     .where(col(Task.execution_id).in_(list(self.live)))
                     .values(lease_expires_at=lease_until)
                 )
+                session.exec(
+                    update(Plan)
+                    .where(col(Plan.execution_id).in_(list(self.live)))
+                    .values(lease_expires_at=lease_until)
+                )
+
+    def lost_claims(self, claims: list[ClaimFacts], now: float) -> list[Recovery]:
+        """Claims whose runner is gone (dead engine, silent host) or whose lease expired."""
+        if not claims:
+            return []
+        with self.store.read() as session:
+            owners = owner_facts(session, {c.owner or "" for c in claims}, self.host)
+        return decide_recoveries(
+            claims,
+            owners,
+            my_engine=self.id,
+            my_live=frozenset(self.live),
+            my_host=self.host,
+            now=now,
+            ttl=self.config.engine.lease_seconds,
+        )
 
     def _recover(self, now: float) -> bool:
         with self.store.read() as session:
-            claimed = dispatch._busy(session)
-            if not claimed:
-                return False
-            owners = owner_facts(session, {t.lease_owner or "" for t in claimed}, self.host)
-        decisions = decide_recoveries(
-            [
+            claims = [
                 ClaimFacts(
                     t.key,
                     t.execution_id or "",
@@ -296,31 +319,20 @@ class Engine:
                     t.attempt,
                     t.max_attempts,
                 )
-                for t in claimed
-            ],
-            owners,
-            my_engine=self.id,
-            my_live=frozenset(self.live),
-            my_host=self.host,
-            now=now,
-            ttl=self.config.engine.lease_seconds,
-        )
+                for t in dispatch.busy_tasks(session)
+            ]
+        decisions = self.lost_claims(claims, now)
         for decision in decisions:
-            self._apply_recovery(
-                decision.key, decision.execution_id, decision.reason, decision.kill_local_group, now
-            )
+            if decision.kill_local_group:
+                kill_orphan(self.store, decision.execution_id)
+            self._apply_recovery(decision.key, decision.execution_id, decision.reason, now)
         return bool(decisions)
 
-    def _apply_recovery(
-        self, key: str, execution_id: str, reason: str, kill: bool, now: float
-    ) -> None:
+    def _apply_recovery(self, key: str, execution_id: str, reason: str, now: float) -> None:
         with self.store.write() as session:
             task = fenced_task(session, key, execution_id)
             if task is None:
                 return
-            execution = session.get(Execution, execution_id)
-            if kill and execution is not None and execution.pgid and execution.ended_at is None:
-                kill_process_group(execution.pgid)
             outcome = Outcome(OutcomeKind.FAILED, error=reason)
             finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
             record_event(
@@ -379,26 +391,46 @@ class Engine:
         assert agent is not None
         try:
             request = self._launch_request(claimed, agent, execution_id)
-            spec = build_launch(self.workspace, request)
-            process = launch(spec, on_exit=self.wake)
+            self.spawn(request, task_key=claimed.key, plan_id=None, now=now)
         except (LaunchError, WorkspaceError, OSError, ValueError) as error:
             self._launch_failed(claimed, execution_id, str(error), now)
             return True
-        self.live[execution_id] = LiveExecution(
-            execution_id=execution_id,
-            task_key=claimed.key,
-            plan_id=None,
-            job_id=claimed.job_id,
-            agent_id=agent.id,
-            provider=agent.provider,
+        self._mark_started(claimed, execution_id, now)
+        return True
+
+    def spawn(
+        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None, now: float
+    ) -> LiveExecution:
+        """Start the agent process and record where and how it runs."""
+        spec = build_launch(self.workspace, request)
+        process = launch(spec, on_exit=self.wake)
+        live = LiveExecution(
+            execution_id=request.execution_id,
+            task_key=task_key,
+            plan_id=plan_id,
+            job_id=request.job_id,
+            agent_id=request.agent.id,
+            provider=request.agent.provider,
             process=process,
-            parser=adapter_for(agent).parser(),
+            parser=adapter_for(request.agent).parser(),
             extra={"resumed": request.resume_session_id is not None},
         )
-        self._mark_started(
-            claimed, execution_id, process.pid, display_argv(spec.argv, request.prompt, []), now
-        )
-        return True
+        self.live[request.execution_id] = live
+        secrets = secret_values({**request.agent.env, **os.environ})
+        with self.store.write() as session:
+            session.exec(
+                update(Execution)
+                .where(col(Execution.id) == request.execution_id)
+                .values(
+                    pid=process.pid,
+                    pgid=process.pgid,
+                    started_at=now,
+                    argv=display_argv(spec.argv, request.prompt, secrets),
+                    cwd=str(spec.cwd),
+                    artifact_dir=str(spec.artifact_dir),
+                )
+            )
+        return live
 
     def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
         with self.store.read() as session:
@@ -425,17 +457,9 @@ class Engine:
             resume_session_id=resume,
         )
 
-    def _mark_started(
-        self, task: Task, execution_id: str, pid: int, argv: list[str], now: float
-    ) -> None:
+    def _mark_started(self, task: Task, execution_id: str, now: float) -> None:
         with self.store.write() as session:
             fenced = fenced_task(session, task.key, execution_id)
-            execution = session.get(Execution, execution_id)
-            if execution is not None:
-                execution.pid, execution.pgid, execution.started_at = pid, pid, now
-                execution.argv, execution.cwd = argv, str(self.workspace)
-                execution.artifact_dir = str(self.live[execution_id].process.spec.artifact_dir)
-                session.add(execution)
             if fenced is None:
                 return
             move_task(

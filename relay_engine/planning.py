@@ -307,7 +307,7 @@ def approve_wave(session: Session, payload: dict[str, Any], now: float) -> str:
         raise ValueError(f"no job {payload.get('job')}")
     if job.wave_gate == "auto":
         raise ValueError(f"job {job.id} has no wave gate (wave_gate = auto)")
-    job.approved_wave += 1
+    job.approved_wave = allowed_wave(session, job) + 1
     job.updated_at = now
     session.add(job)
     record_event(
@@ -328,7 +328,7 @@ def install_plan(session: Session, payload: dict[str, Any], now: float) -> str:
         raise ValueError(f"no job {payload.get('job')}")
     existing = session.exec(select(Task.task_id).where(Task.job_id == job.id)).all()
     verdict = validate_planner_output(
-        payload.get("plan"), existing_task_ids=existing, known_roles=payload.get("roles") or ()
+        payload.get("plan"), existing_task_ids=existing, known_roles=payload.get("roles") or None
     )
     if not isinstance(verdict, PlanAccepted):
         raise ValueError(verdict.reason)
@@ -426,13 +426,14 @@ def claim_plan(
     )
     if result.rowcount != 1:
         return False
+    session.refresh(plan)  # the attempt the UPDATE just counted
     session.add(
         Execution(
             id=execution_id,
             job_id=plan.job_id,
             plan_id=plan.id,
             engine_id=engine_id,
-            attempt=plan.attempt + 1,
+            attempt=plan.attempt,
             agent=agent_id,
             provider=provider,
         )

@@ -12,9 +12,9 @@ from relay_engine import dispatch
 from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
 from relay_engine.gates import advance_assess_gate
-from relay_engine.launch import LaunchRequest, adapter_for, build_launch, display_argv
+from relay_engine.launch import LaunchRequest
 from relay_engine.live import LiveExecution
-from relay_engine.model import Execution, Job, Plan, Task
+from relay_engine.model import Job, Plan, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planner import PlanAccepted, validate_planner_output
 from relay_engine.planning import (
@@ -29,9 +29,9 @@ from relay_engine.planning import (
     reject_attempt,
     store_children,
 )
-from relay_engine.recovery import ClaimFacts, decide_recoveries
-from relay_engine.registry import owner_facts
-from relay_engine.runner import LaunchError, launch
+from relay_engine.recovery import ClaimFacts
+from relay_engine.registry import kill_orphan
+from relay_engine.runner import LaunchError
 from relay_engine.selection import Selected
 from relay_engine.states import JobState, PlanState
 from relay_engine.store import record_event
@@ -132,7 +132,7 @@ class PlannerRounds:
                 execution_id=execution_id,
                 task_key=f"{job.id}/plan-{fresh.round}",
                 job_id=job.id,
-                attempt=fresh.attempt + 1,
+                attempt=fresh.attempt,
                 prompt=prompt,
                 cwd=engine.workspace,
                 timeout_s=PLANNER_TIMEOUT_S,
@@ -149,29 +149,9 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            spec = build_launch(engine.workspace, request)
-            process = launch(spec, on_exit=engine.wake)
+            engine.spawn(request, task_key=None, plan_id=plan.id, now=now)
         except (LaunchError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
-            return True
-        engine.live[execution_id] = LiveExecution(
-            execution_id=execution_id,
-            task_key=None,
-            plan_id=plan.id,
-            job_id=plan.job_id,
-            agent_id=agent.id,
-            provider=agent.provider,
-            process=process,
-            parser=adapter_for(agent).parser(),
-        )
-        with engine.store.write() as session:
-            execution = session.get(Execution, execution_id)
-            if execution is not None:
-                execution.pid = execution.pgid = process.pid
-                execution.started_at = now
-                execution.argv = display_argv(spec.argv, prompt, [])
-                execution.artifact_dir = str(spec.artifact_dir)
-                session.add(execution)
         return True
 
     def complete(
@@ -231,17 +211,13 @@ class PlannerRounds:
                 reject_attempt(session, plan, reason, now)
 
     def _recover(self, now: float) -> bool:
-        engine = self.engine
-        with engine.store.read() as session:
+        with self.engine.store.read() as session:
             claimed = session.exec(
                 select(Plan).where(
                     Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_not(None)
                 )
             ).all()
-            if not claimed:
-                return False
-            owners = owner_facts(session, {p.lease_owner or "" for p in claimed}, engine.host)
-        decisions = decide_recoveries(
+        decisions = self.engine.lost_claims(
             [
                 ClaimFacts(
                     str(p.id),
@@ -253,14 +229,11 @@ class PlannerRounds:
                 )
                 for p in claimed
             ],
-            owners,
-            my_engine=engine.id,
-            my_live=frozenset(engine.live),
-            my_host=engine.host,
-            now=now,
-            ttl=engine.config.engine.lease_seconds,
+            now,
         )
         for decision in decisions:
+            if decision.kill_local_group:
+                kill_orphan(self.engine.store, decision.execution_id)
             self._fail_attempt(int(decision.key), decision.execution_id, decision.reason, now)
         return bool(decisions)
 

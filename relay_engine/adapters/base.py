@@ -328,3 +328,22 @@ class BaseParser:
         if report.limit is None or report.limit.reset_at is None:
             parts = (self._raw.text, report.result_text or "", report.error or "", stderr_tail)
             self._merge_limit(detect_limit("\n".join(parts), self.provider, now))
+
+
+class JsonLinesParser(BaseParser):
+    """A CLI that streams one JSON event per line; other lines are kept as plain text."""
+
+    def _line(self, line: str, now: datetime) -> None:
+        events = parse_json_line(line)
+        if not events and line.strip():
+            self._raw.add(line)
+            if self._plain_is_progress() and not line.lstrip().startswith(("{", "[")):
+                self._report.last_progress = clean_progress(line) or self._report.last_progress
+        for event in events:
+            self._event(event, now)
+
+    def _plain_is_progress(self) -> bool:
+        return True
+
+    def _event(self, event: dict, now: datetime) -> None:
+        raise NotImplementedError

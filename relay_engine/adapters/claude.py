@@ -11,14 +11,13 @@ import json
 from datetime import datetime
 
 from relay_engine.adapters.base import (
-    BaseParser,
     Invocation,
     InvocationContext,
+    JsonLinesParser,
     add_tokens,
     clean_progress,
     extract_json,
     first_line,
-    parse_json_line,
     prompt_needs_stdin,
     relay_env,
 )
@@ -48,7 +47,7 @@ class ClaudeAdapter:
         return ClaudeParser()
 
 
-class ClaudeParser(BaseParser):
+class ClaudeParser(JsonLinesParser):
     provider = "claude"
 
     def __init__(self) -> None:
@@ -56,14 +55,8 @@ class ClaudeParser(BaseParser):
         self._last_text: str | None = None
         self._has_result = False
 
-    def _line(self, line: str, now: datetime) -> None:
-        events = parse_json_line(line)
-        if not events and line.strip():
-            self._raw.add(line)
-            if not self._has_result and not line.lstrip().startswith(("{", "[")):
-                self._report.last_progress = clean_progress(line) or self._report.last_progress
-        for event in events:
-            self._event(event, now)
+    def _plain_is_progress(self) -> bool:
+        return not self._has_result
 
     def _event(self, event: dict, now: datetime) -> None:
         kind = event.get("type")

@@ -11,14 +11,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from relay_engine.adapters.base import (
-    BaseParser,
     Invocation,
     InvocationContext,
+    JsonLinesParser,
     add_tokens,
     clean_progress,
     extract_json,
     first_line,
-    parse_json_line,
     prompt_needs_stdin,
     relay_env,
 )
@@ -45,21 +44,12 @@ class CodexAdapter:
         return CodexParser()
 
 
-class CodexParser(BaseParser):
+class CodexParser(JsonLinesParser):
     provider = "codex"
 
     def __init__(self) -> None:
         super().__init__()
         self._last_message: str | None = None
-
-    def _line(self, line: str, now: datetime) -> None:
-        events = parse_json_line(line)
-        if not events and line.strip():
-            self._raw.add(line)
-            if not line.lstrip().startswith(("{", "[")):
-                self._report.last_progress = clean_progress(line) or self._report.last_progress
-        for event in events:
-            self._event(event, now)
 
     def _event(self, event: dict, now: datetime) -> None:
         kind = event.get("type")

@@ -1,0 +1,90 @@
+"""Fixtures for the engine's integration tests.
+
+``db_url`` runs a test on SQLite (the workspace's own file) and, when RELAY_TEST_PG_URL
+is set, again on PostgreSQL in a fresh database of its own (so xdist workers never share
+tables); without CREATEDB rights it falls back to dropping every relay table first.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import Workspace
+from sqlalchemy.engine import make_url
+from sqlmodel import SQLModel, create_engine
+
+PG_ENV = "RELAY_TEST_PG_URL"
+DB_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_db(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's RELAY_DB must never point a test at a real database."""
+    monkeypatch.delenv("RELAY_DB", raising=False)
+
+
+def _psycopg_conninfo(url: str, database: str) -> str:
+    parsed = make_url(url).set(drivername="postgresql", database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"{PG_ENV} not set")
+    import psycopg
+
+    name = f"relay_t_{uuid.uuid4().hex[:12]}"
+    admin = _psycopg_conninfo(base, "postgres")
+    try:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error:
+        yield _reset_shared_database(base)
+        return
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _reset_shared_database(url: str) -> str:
+    import relay_engine.model  # noqa: F401 - registers the tables on SQLModel.metadata
+
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    SQLModel.metadata.drop_all(engine)
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(params=DB_BACKENDS)
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    """None: the workspace's default SQLite file; otherwise a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, db_url: str | None) -> Iterator[Workspace]:
+    ws = Workspace(tmp_path / "ws", db_url)
+    ws.path.mkdir()
+    ws.configure()
+    yield ws
+    ws.close()
+
+
+@pytest.fixture
+def sqlite_workspace(tmp_path: Path) -> Iterator[Workspace]:
+    """For tests about the workspace's own SQLite file (or that need no second backend)."""
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    ws.configure()
+    yield ws
+    ws.close()
