@@ -8,6 +8,7 @@ database never over-commit even when they plan at the same moment.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,8 +21,6 @@ from relay_engine.model import Assignment, Execution, Job, Task
 from relay_engine.scheduler import TaskFacts, plan_dispatch
 from relay_engine.selection import (
     AgentFacts,
-    NoAgent,
-    Park,
     PinFacts,
     ProviderFacts,
     Selected,
@@ -147,62 +146,87 @@ def pick_agent(
     )
 
 
-def claim(
+@dataclass(frozen=True)
+class Claim:
+    task: Task
+    selected: Selected
+    execution_id: str
+
+
+def claim_batch(
     store: Store,
-    task: Task,
-    selected: Selected,
+    wanted: Sequence[tuple[Task, Selected]],
     *,
     engine_id: str,
-    execution_id: str,
     capacity: int,
     lease_s: float,
     now: float,
-) -> Task | None:
-    """Claim ``task`` for ``execution_id``: one conditional UPDATE, re-checked under lock."""
+) -> list[Claim]:
+    """Claim tasks in one transaction: each one conditional UPDATE, re-checked under lock.
+
+    Capacity and scope locks are read again inside the transaction, which is serialised
+    across engines (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL), so
+    two engines that planned the same dispatch never both win.
+    """
+    claims: list[Claim] = []
     with store.write() as session:
         if not store.is_sqlite:
             session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
         busy = _busy_scopes(session)
-        if len(busy) >= capacity or _lock_held(task, busy):
-            return None
-        result = session.exec(
-            update(Task)
-            .where(
-                col(Task.key) == task.key,
-                col(Task.state) == TaskState.QUEUED,
-                col(Task.execution_id).is_(None),
-            )
-            .values(
-                attempt=Task.attempt + 1,
-                execution_id=execution_id,
-                lease_owner=engine_id,
-                lease_expires_at=now + lease_s,
-                agent=selected.agent_id,
-                provider=selected.provider,
-                resumed_at=None,
-                waiting_on_provider=None,
-                updated_at=now,
-            )
+        for task, selected in wanted:
+            if len(busy) >= capacity:
+                break
+            if _lock_held(task, busy):
+                continue
+            claimed = _claim_one(session, task, selected, engine_id, lease_s, now)
+            if claimed is not None:
+                claims.append(claimed)
+                busy.append((task.job_id, task.workstream))
+    return claims
+
+
+def _claim_one(
+    session: Session, task: Task, selected: Selected, engine_id: str, lease_s: float, now: float
+) -> Claim | None:
+    execution_id = uuid.uuid4().hex
+    result = session.exec(
+        update(Task)
+        .where(
+            col(Task.key) == task.key,
+            col(Task.state) == TaskState.QUEUED,
+            col(Task.execution_id).is_(None),
         )
-        if result.rowcount != 1:
-            return None
-        claimed = session.get(Task, task.key, populate_existing=True)
-        assert claimed is not None
-        remember_execution(claimed, execution_id)
-        session.add(claimed)
-        session.add(
-            Execution(
-                id=execution_id,
-                job_id=claimed.job_id,
-                task_key=claimed.key,
-                engine_id=engine_id,
-                attempt=claimed.attempt,
-                agent=selected.agent_id,
-                provider=selected.provider,
-            )
+        .values(
+            attempt=Task.attempt + 1,
+            execution_id=execution_id,
+            lease_owner=engine_id,
+            lease_expires_at=now + lease_s,
+            agent=selected.agent_id,
+            provider=selected.provider,
+            resumed_at=None,
+            waiting_on_provider=None,
+            updated_at=now,
         )
-        _count_assignment(session, claimed, selected, execution_id, now)
-        return claimed
+    )
+    if result.rowcount != 1:
+        return None
+    claimed = session.get(Task, task.key, populate_existing=True)
+    assert claimed is not None
+    remember_execution(claimed, execution_id)
+    session.add(claimed)
+    session.add(
+        Execution(
+            id=execution_id,
+            job_id=claimed.job_id,
+            task_key=claimed.key,
+            engine_id=engine_id,
+            attempt=claimed.attempt,
+            agent=selected.agent_id,
+            provider=selected.provider,
+        )
+    )
+    _count_assignment(session, claimed, selected, execution_id, now)
+    return Claim(claimed, selected, execution_id)
 
 
 def _lock_held(task: Task, busy: list[tuple[str, str | None]]) -> bool:
@@ -238,15 +262,3 @@ def running_by_agent(session: Session) -> Counter[str]:
         .group_by(Task.agent)
     )
     return Counter({agent: count for agent, count in rows if agent})
-
-
-__all__ = [
-    "NoAgent",
-    "Park",
-    "QueueView",
-    "Selected",
-    "choose",
-    "claim",
-    "pick_agent",
-    "read_queue",
-]

@@ -10,7 +10,6 @@ and each process exit wakes the loop at once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -25,7 +24,6 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select, update
 
 from relay_engine import assignments, commands, dispatch
-from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
@@ -43,10 +41,9 @@ from relay_engine.launch import (
     LaunchRequest,
     adapter_for,
     build_launch,
-    display_argv,
-    secret_values,
+    record_spawn,
 )
-from relay_engine.live import LiveExecution
+from relay_engine.live import FinishedExecution, LiveExecution
 from relay_engine.model import EngineRecord, Execution, Job, Plan, ProviderLimit, Task
 from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
 from relay_engine.planning import gated_keys
@@ -55,7 +52,7 @@ from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.registry import kill_orphan, mark_stopped, owner_facts, register_engine, this_host
 from relay_engine.rounds import PlannerRounds
-from relay_engine.runner import LaunchError, launch
+from relay_engine.runner import LaunchError, LaunchSpec, launch
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.store import Store, record_event
@@ -99,6 +96,8 @@ class Engine:
         self.rounds = PlannerRounds(self)
         self.worktrees = Worktrees(self.workspace)
         self._config_changed = threading.Event()
+        self._command_waiting = threading.Event()
+        self._last_full_tick = 0.0
 
     # -- public API ------------------------------------------------------------------
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -112,6 +111,7 @@ class Engine:
 
     def submit_command(self, kind: str, payload: dict) -> int:
         command_id = self.store.enqueue_command(kind, payload, now=self.clock())
+        self._command_waiting.set()
         self.wake()
         return command_id
 
@@ -128,8 +128,9 @@ class Engine:
         self.register()
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
-                changed = self._safe_tick()
-                if until_idle and not changed and self.is_idle():
+                full = self._full_tick_due()
+                changed = self._safe_tick(full=full)
+                if until_idle and full and not changed and self.is_idle():
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
                 self._wake.clear()
@@ -160,6 +161,7 @@ class Engine:
             ):
                 if any(Path(changed).name == path.name for _, changed in changes):
                     self._config_changed.set()
+                    self._command_waiting.set()
                     self.wake()
 
         threading.Thread(target=watch, daemon=True, name=f"relay-config-{self.id}").start()
@@ -209,9 +211,10 @@ class Engine:
         self._publish()
 
     # -- the tick --------------------------------------------------------------------
-    def _safe_tick(self) -> bool:
+    def _safe_tick(self, *, full: bool = True) -> bool:
         try:
-            changed = self.tick()
+            self._command_waiting.clear()
+            changed = self.tick(full=full)
         except OperationalError as error:
             log.warning("database unavailable: %s", error)
             return True
@@ -220,22 +223,37 @@ class Engine:
             self._publish()
         return changed
 
-    def tick(self) -> bool:
-        """One reconcile pass (DESIGN §2 order). True when anything changed."""
+    def tick(self, *, full: bool = True) -> bool:
+        """One reconcile pass (DESIGN §2 order). True when anything changed.
+
+        A process exit wakes the loop for a *fast* tick (reap, settle, dispatch): the
+        completion transaction already released the dependents. Housekeeping (commands,
+        recovery, parked work, planning, readiness) runs on full ticks, every
+        ``tick_seconds`` or when a command arrives.
+        """
         now = self.clock()
-        changed = self._maybe_reload_config(now)
-        changed |= bool(commands.apply_pending(self.store, self.id, now, self.command_handlers()))
-        self._heartbeat(now)
-        changed |= self._recover(now)
-        changed |= resume_parked(self.store, now)
-        changed |= self.plan(now)
-        changed |= promote_ready(self.store, now, self._gated())
-        changed |= self._reap(now)
+        changed = False
+        if full:
+            self._last_full_tick = now
+            changed |= self._maybe_reload_config(now)
+            changed |= bool(
+                commands.apply_pending(self.store, self.id, now, self.command_handlers())
+            )
+            self._heartbeat(now)
+            changed |= self._recover(now)
+            changed |= resume_parked(self.store, now)
+            changed |= self.plan(now)
+            changed |= promote_ready(self.store, now, self._gated())
+        changed |= self._reap(now, fence=full)
         changed |= self._finish_jobs(now)
         if now - self._last_db_ok < self.config.engine.lease_seconds:
             changed |= self._dispatch(now)
         self._save_output(now)
         return changed
+
+    def _full_tick_due(self) -> bool:
+        due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
+        return due or self._command_waiting.is_set()
 
     def command_handlers(self) -> dict[str, commands.Handler]:
         return HANDLERS
@@ -360,48 +378,55 @@ class Engine:
             if not view.queued or len(view.running) >= capacity:
                 return False
             running = dispatch.running_by_agent(session)
+        wanted: list[tuple[Task, Selected]] = []
         changed = False
         for task in dispatch.choose(view, capacity):
             selection = dispatch.pick_agent(task, view, self.config, running, now)
             if isinstance(selection, Selected):
-                if self._start(task, selection, capacity, now):
-                    running[selection.agent_id] += 1
-                    changed = True
+                wanted.append((task, selection))
+                running[selection.agent_id] += 1
             elif isinstance(selection, Park):
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return changed
+        return self._start(wanted, capacity, now) or changed
 
-    def _start(self, task: Task, selected: Selected, capacity: int, now: float) -> bool:
-        execution_id = uuid.uuid4().hex
-        claimed = dispatch.claim(
+    def _start(self, wanted: list[tuple[Task, Selected]], capacity: int, now: float) -> bool:
+        """Claim in one transaction, spawn, then record every start in one more."""
+        if not wanted:
+            return False
+        claims = dispatch.claim_batch(
             self.store,
-            task,
-            selected,
+            wanted,
             engine_id=self.id,
-            execution_id=execution_id,
             capacity=capacity,
             lease_s=self.config.engine.lease_seconds,
             now=now,
         )
-        if claimed is None:
-            return False
-        agent = self.config.agent(selected.agent_id)
-        assert agent is not None
-        try:
-            request = self._launch_request(claimed, agent, execution_id)
-            self.spawn(request, task_key=claimed.key, plan_id=None, now=now)
-        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
-            self._launch_failed(claimed, execution_id, str(error), now)
-            return True
-        self._mark_started(claimed, execution_id, now)
-        return True
+        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
+        failed: list[tuple[dispatch.Claim, str]] = []
+        for claim in claims:
+            agent = self.config.agent(claim.selected.agent_id)
+            assert agent is not None
+            try:
+                request = self._launch_request(claim.task, agent, claim.execution_id)
+                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+            except (LaunchError, WorkspaceError, OSError, ValueError) as error:
+                failed.append((claim, str(error)))
+                continue
+            started.append((claim, live, spec, request))
+        with self.store.write() as session:
+            for claim, live, spec, request in started:
+                record_spawn(session, request, live, spec, now)
+                self._mark_started(session, claim.task.key, claim.execution_id, now)
+            for claim, error in failed:
+                self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
+        return bool(claims)
 
     def spawn(
-        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None, now: float
-    ) -> LiveExecution:
-        """Start the agent process and record where and how it runs."""
+        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
+    ) -> tuple[LiveExecution, LaunchSpec]:
+        """Start the agent process; the caller records it (see :func:`record_spawn`)."""
         spec = build_launch(self.workspace, request)
         process = launch(spec, on_exit=self.wake)
         live = LiveExecution(
@@ -416,21 +441,7 @@ class Engine:
             extra={"resumed": request.resume_session_id is not None},
         )
         self.live[request.execution_id] = live
-        secrets = secret_values({**request.agent.env, **os.environ})
-        with self.store.write() as session:
-            session.exec(
-                update(Execution)
-                .where(col(Execution.id) == request.execution_id)
-                .values(
-                    pid=process.pid,
-                    pgid=process.pgid,
-                    started_at=now,
-                    argv=display_argv(spec.argv, request.prompt, secrets),
-                    cwd=str(spec.cwd),
-                    artifact_dir=str(spec.artifact_dir),
-                )
-            )
-        return live
+        return live, spec
 
     def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
         with self.store.read() as session:
@@ -457,39 +468,31 @@ class Engine:
             resume_session_id=resume,
         )
 
-    def _mark_started(self, task: Task, execution_id: str, now: float) -> None:
-        with self.store.write() as session:
-            fenced = fenced_task(session, task.key, execution_id)
-            if fenced is None:
-                return
-            move_task(
-                session,
-                fenced,
-                TaskState.RUNNING,
-                now=now,
-                kind="task.started",
-                message=f"{fenced.key} started on {fenced.agent} (attempt {fenced.attempt}/{fenced.max_attempts})",
-                started_at=now,
-                data={
-                    "agent": fenced.agent,
-                    "provider": fenced.provider,
-                    "execution": execution_id,
-                },
-            )
+    def _mark_started(self, session: Session, key: str, execution_id: str, now: float) -> None:
+        fenced = fenced_task(session, key, execution_id)
+        if fenced is None:
+            return
+        move_task(
+            session,
+            fenced,
+            TaskState.RUNNING,
+            now=now,
+            kind="task.started",
+            message=f"{fenced.key} started on {fenced.agent} "
+            f"(attempt {fenced.attempt}/{fenced.max_attempts})",
+            started_at=now,
+            data={"agent": fenced.agent, "provider": fenced.provider, "execution": execution_id},
+        )
 
-    def _launch_failed(self, task: Task, execution_id: str, error: str, now: float) -> None:
-        with self.store.write() as session:
-            fenced = fenced_task(session, task.key, execution_id)
-            finish_execution_row(
-                session,
-                execution_id,
-                Outcome(OutcomeKind.FAILED, error=error),
-                exit_code=None,
-                now=now,
-            )
-            if fenced is not None:
-                fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
-                self._dirty_jobs.add(fenced.job_id)
+    def _launch_failed(
+        self, session: Session, key: str, execution_id: str, error: str, now: float
+    ) -> None:
+        fenced = fenced_task(session, key, execution_id)
+        failure = Outcome(OutcomeKind.FAILED, error=error)
+        finish_execution_row(session, execution_id, failure, exit_code=None, now=now)
+        if fenced is not None:
+            fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
+            self._dirty_jobs.add(fenced.job_id)
 
     def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
         with self.store.write() as session:
@@ -532,12 +535,13 @@ class Engine:
         return True
 
     # -- running processes -------------------------------------------------------------
-    def _reap(self, now: float) -> bool:
+    def _reap(self, now: float, *, fence: bool = True) -> bool:
         if not self.live:
             return False
-        self._fence_check()
+        if fence:
+            self._fence_check()
         wall = datetime.now().astimezone()
-        changed = False
+        finished = []
         for live in list(self.live.values()):
             report = live.pump(wall)
             if report.limit is not None and live.stop_reason is None:
@@ -545,9 +549,18 @@ class Engine:
             if live.process.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, self.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
-                self._complete(live, now, wall)
-                changed = True
-        return changed
+                del self.live[live.execution_id]
+                finished.append(self._judge(live, wall))
+        if not finished:
+            return False
+        with self.store.write() as session:
+            for exit_ in finished:
+                self._record_execution(session, exit_, now)
+                if exit_.live.plan_id is not None:
+                    self.rounds.complete(session, exit_, now)
+                else:
+                    self.on_complete(session, exit_.live, exit_.outcome, now)
+        return True
 
     def _fence_check(self) -> None:
         """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
@@ -561,8 +574,8 @@ class Engine:
             if execution_id not in owned and live.stop_reason is None:
                 live.stop(StopReason.LOST, self.config.engine.cancel_grace_seconds)
 
-    def _complete(self, live: LiveExecution, now: float, wall: datetime) -> None:
-        del self.live[live.execution_id]
+    def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
+        """What the exit means, with the task's work merged (or not) into the job branch."""
         live.drain(wall)
         exit_code = live.process.poll() or 0
         stderr_tail = live.process.stderr_tail()
@@ -583,11 +596,7 @@ class Engine:
         )
         if live.plan_id is None:
             outcome = self._settle_worktree(live, outcome)
-        self._record_execution(live, outcome, report, exit_code, now)
-        if live.plan_id is not None:
-            self.rounds.complete(live, outcome, report, result_file, now)
-        else:
-            self.on_complete(live, outcome, now)
+        return FinishedExecution(live, outcome, report, exit_code, result_file)
 
     def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
         """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
@@ -619,31 +628,35 @@ class Engine:
             )
         return replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
 
-    def _record_execution(
-        self, live: LiveExecution, outcome: Outcome, report: AgentReport, exit_code: int, now: float
-    ) -> None:
-        with self.store.write() as session:
-            finish_execution_row(session, live.execution_id, outcome, exit_code=exit_code, now=now)
-            execution = session.get(Execution, live.execution_id)
-            if execution is not None:
-                execution.session_id = report.session_id
-                execution.input_tokens = report.input_tokens
-                execution.output_tokens = report.output_tokens
-                execution.cost_usd = report.cost_usd
-                execution.last_output = (live.last_output or execution.last_output or "")[:300]
-                session.add(execution)
+    def _record_execution(self, session: Session, exit_: FinishedExecution, now: float) -> None:
+        live, report = exit_.live, exit_.report
+        finish_execution_row(
+            session, live.execution_id, exit_.outcome, exit_code=exit_.exit_code, now=now
+        )
+        session.exec(
+            update(Execution)
+            .where(col(Execution.id) == live.execution_id)
+            .values(
+                session_id=report.session_id,
+                input_tokens=report.input_tokens,
+                output_tokens=report.output_tokens,
+                cost_usd=report.cost_usd,
+                last_output=(live.last_output or live.saved_output or "")[:300] or None,
+            )
+        )
 
-    def on_complete(self, live: LiveExecution, outcome: Outcome, now: float) -> None:
-        with self.store.write() as session:
-            if outcome.kind is OutcomeKind.LOST or live.task_key is None:
-                return
-            task = fenced_task(session, live.task_key, live.execution_id)
-            if task is None:
-                return
-            decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
-            self._carry_over(session, task, live, outcome, decision, now)
-            apply_outcome(session, task, outcome, now=now, limit_decision=decision)
-            self._dirty_jobs.add(task.job_id)
+    def on_complete(
+        self, session: Session, live: LiveExecution, outcome: Outcome, now: float
+    ) -> None:
+        if outcome.kind is OutcomeKind.LOST or live.task_key is None:
+            return
+        task = fenced_task(session, live.task_key, live.execution_id)
+        if task is None:
+            return
+        decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+        self._carry_over(session, task, live, outcome, decision, now)
+        apply_outcome(session, task, outcome, now=now, limit_decision=decision)
+        self._dirty_jobs.add(task.job_id)
 
     def _carry_over(
         self,

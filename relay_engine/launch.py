@@ -14,9 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import Session, col, update
+
 from relay_engine.adapters import get_adapter
 from relay_engine.adapters.base import Adapter, InvocationContext
 from relay_engine.config import AgentConfig
+from relay_engine.live import LiveExecution
+from relay_engine.model import Execution
 from relay_engine.runner import LaunchSpec, write_artifact_json, write_artifact_text
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET", re.IGNORECASE)
@@ -139,3 +143,22 @@ def _packet(
         "resume_session_id": request.resume_session_id,
         "env": {**agent_vars, **relay_vars},
     }
+
+
+def record_spawn(
+    session: Session, request: LaunchRequest, live: LiveExecution, spec: LaunchSpec, now: float
+) -> None:
+    """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
+    secrets = secret_values({**request.agent.env, **os.environ})
+    session.exec(
+        update(Execution)
+        .where(col(Execution.id) == request.execution_id)
+        .values(
+            pid=live.process.pid,
+            pgid=live.process.pgid,
+            started_at=now,
+            argv=display_argv(spec.argv, request.prompt, secrets),
+            cwd=str(spec.cwd),
+            artifact_dir=str(spec.artifact_dir),
+        )
+    )

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from relay_engine.adapters.base import AgentReport, StreamParser
-from relay_engine.outcomes import StopReason
+from relay_engine.outcomes import Outcome, StopReason
 from relay_engine.runner import RunningProcess
 
 MAX_RESULT_FILE_BYTES = 4 << 20
@@ -57,3 +57,14 @@ class LiveExecution:
             return json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except (OSError, ValueError):
             return None
+
+
+@dataclass(frozen=True)
+class FinishedExecution:
+    """An exited agent and what its exit means, ready to be written down."""
+
+    live: LiveExecution
+    outcome: Outcome
+    report: AgentReport
+    exit_code: int
+    result_file: Any

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 from sqlmodel import Session, col, select
 
 from relay_engine import dispatch
-from relay_engine.adapters.base import AgentReport
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
 from relay_engine.gates import advance_assess_gate
-from relay_engine.launch import LaunchRequest
-from relay_engine.live import LiveExecution
+from relay_engine.launch import LaunchRequest, record_spawn
+from relay_engine.live import FinishedExecution
 from relay_engine.model import Job, Plan, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planner import PlanAccepted, validate_planner_output
@@ -149,51 +148,44 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            engine.spawn(request, task_key=None, plan_id=plan.id, now=now)
+            live, spec = engine.spawn(request, task_key=None, plan_id=plan.id)
         except (LaunchError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
+            return True
+        with engine.store.write() as session:
+            record_spawn(session, request, live, spec, now)
         return True
 
-    def complete(
-        self,
-        live: LiveExecution,
-        outcome: Outcome,
-        report: AgentReport,
-        result_file: object,
-        now: float,
-    ) -> None:
-        with self.engine.store.write() as session:
-            plan = _fenced_plan(session, live.plan_id, live.execution_id)
-            if plan is None or outcome.kind is OutcomeKind.LOST:
-                return
-            if outcome.kind is OutcomeKind.LIMITED and outcome.limit is not None:
-                record_limit(
-                    session, live.provider, outcome.limit.reset_at, outcome.limit.source_text, now
-                )
-                plan.attempt = max(plan.attempt - 1, 0)
-                plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
-                session.add(plan)
-                return
-            if outcome.kind is OutcomeKind.RELEASED:
-                plan.attempt = max(plan.attempt - 1, 0)
-                plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
-                session.add(plan)
-                return
-            if outcome.kind is not OutcomeKind.SUCCEEDED:
-                reject_attempt(session, plan, outcome.error or "planner failed", now)
-                return
-            raw = result_file if result_file is not None else report.result_text
-            existing = _task_ids(session, plan.job_id)
-            verdict = validate_planner_output(
-                raw, existing_task_ids=existing, known_roles=self.engine.config.roles
-            )
-            if not isinstance(verdict, PlanAccepted):
-                reject_attempt(session, plan, verdict.reason, now)
-                return
-            accept_result(session, plan, verdict.result, now)
-            job = session.get(Job, plan.job_id)
-            if job is not None:
-                store_children(session, job, plan, now)
+    def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
+        """Apply a planner's exit: retry, reject with feedback, or accept and materialise."""
+        live, outcome = exit_.live, exit_.outcome
+        plan = _fenced_plan(session, live.plan_id, live.execution_id)
+        if plan is None or outcome.kind is OutcomeKind.LOST:
+            return
+        if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED):
+            if outcome.limit is not None:
+                limit = outcome.limit
+                record_limit(session, live.provider, limit.reset_at, limit.source_text, now)
+            plan.attempt = max(plan.attempt - 1, 0)  # not the planner's fault: refund it
+            plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+            session.add(plan)
+            return
+        if outcome.kind is not OutcomeKind.SUCCEEDED:
+            reject_attempt(session, plan, outcome.error or "planner failed", now)
+            return
+        raw = exit_.result_file if exit_.result_file is not None else exit_.report.result_text
+        verdict = validate_planner_output(
+            raw,
+            existing_task_ids=_task_ids(session, plan.job_id),
+            known_roles=self.engine.config.roles,
+        )
+        if not isinstance(verdict, PlanAccepted):
+            reject_attempt(session, plan, verdict.reason, now)
+            return
+        accept_result(session, plan, verdict.result, now)
+        job = session.get(Job, plan.job_id)
+        if job is not None:
+            store_children(session, job, plan, now)
 
     def _fail_attempt(
         self, plan_id: int | None, execution_id: str, reason: str, now: float
