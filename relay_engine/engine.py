@@ -54,7 +54,7 @@ from relay_engine.registry import kill_orphan, mark_stopped, owner_facts, regist
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runner import LaunchError, LaunchSpec, launch
 from relay_engine.selection import NoAgent, Park, Selected
-from relay_engine.states import TaskState
+from relay_engine.states import JobState, TaskState
 from relay_engine.store import Store, record_event
 from relay_engine.taskops import move_task
 from relay_engine.workspace import WorkspaceError, Worktrees
@@ -131,6 +131,7 @@ class Engine:
                 full = self._full_tick_due()
                 changed = self._safe_tick(full=full)
                 if until_idle and full and not changed and self.is_idle():
+                    self._settle_all_jobs()
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
                 self._wake.clear()
@@ -146,6 +147,7 @@ class Engine:
             self._registered = True
             self._sync_agents()
             self._watch_config()
+            self._settle_all_jobs()
 
     def _watch_config(self) -> None:
         """Reload relay.toml on the next tick after it changes (watchfiles, in a thread)."""
@@ -216,6 +218,8 @@ class Engine:
             self._command_waiting.clear()
             changed = self.tick(full=full)
         except OperationalError as error:
+            if not _is_transient(error):
+                raise
             log.warning("database unavailable: %s", error)
             return True
         self._last_db_ok = self.clock()
@@ -364,6 +368,13 @@ class Engine:
             )
             fail_or_retry(session, task, reason, now=now)
             self._dirty_jobs.add(task.job_id)
+
+    def _settle_all_jobs(self) -> None:
+        """Settle every active job, including ones another engine finished the work of."""
+        with self.store.read() as session:
+            active = session.exec(select(Job.id).where(Job.state == JobState.ACTIVE)).all()
+        self._dirty_jobs.update(active)
+        self._finish_jobs(self.clock())
 
     def _finish_jobs(self, now: float) -> bool:
         dirty, self._dirty_jobs = self._dirty_jobs, set()
@@ -738,3 +749,20 @@ def reload_config(engine: Engine) -> str | None:
     except ConfigError as error:
         return str(error)
     return None
+
+
+TRANSIENT_DB_ERRORS = (
+    "locked",
+    "busy",
+    "connection",
+    "could not connect",
+    "server closed",
+    "unable to open",
+    "terminating",
+)
+
+
+def _is_transient(error: OperationalError) -> bool:
+    """Lock and connection trouble passes; a broken schema must stop the engine loudly."""
+    text = str(error.orig if error.orig is not None else error).lower()
+    return any(marker in text for marker in TRANSIENT_DB_ERRORS)

@@ -28,6 +28,8 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.model import Job
+
 WORKSTREAMS = ("api", "ui", "data")
 
 
@@ -212,3 +214,17 @@ def test_an_agent_spewing_100mb_of_binary_leaves_engine_memory_bounded(
     assert growth_mb < 100, f"engine RSS grew by {growth_mb:.0f} MB"
     stdout = Path(next(iter(executions(engine.store))).artifact_dir or "") / "stdout.txt"
     assert stdout.stat().st_size >= 100_000_000
+
+
+def test_a_job_left_active_by_a_dead_engine_is_settled_by_the_next(workspace: Workspace) -> None:
+    workspace.submit(job_toml("orphan-job", [{"id": "only", "sim": sim(0.05)}]))
+    store = workspace.store()
+    assert run_until_idle(workspace.engine()) is True
+    with store.write() as session:  # as if the engine died between the task and the job
+        job = session.get(Job, "orphan-job")
+        assert job is not None
+        job.state = "ACTIVE"
+        session.add(job)
+
+    assert run_until_idle(workspace.engine()) is True
+    assert jobs(store)["orphan-job"].state == "SUCCEEDED"
