@@ -45,11 +45,19 @@ from relay_engine.launch import (
 )
 from relay_engine.live import FinishedExecution, LiveExecution
 from relay_engine.model import EngineRecord, Execution, Job, Plan, ProviderLimit, Task
-from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, StopReason, judge_exit
+from relay_engine.outcomes import (
+    ExitFacts,
+    Outcome,
+    OutcomeKind,
+    StopReason,
+    judge_exit,
+    redact_outcome,
+)
 from relay_engine.planning import gated_keys
 from relay_engine.prompts import assemble_prompt
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
+from relay_engine.redaction import Redactor
 from relay_engine.registry import kill_orphan, mark_stopped, owner_facts, register_engine, this_host
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runner import LaunchError, LaunchSpec, launch
@@ -95,6 +103,7 @@ class Engine:
         self._dirty_jobs: set[str] = set()
         self.rounds = PlannerRounds(self)
         self.worktrees = Worktrees(self.workspace)
+        self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
         self._config_changed = threading.Event()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
@@ -173,6 +182,7 @@ class Engine:
             return False
         self._config_changed.clear()
         error = reload_config(self)
+        self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
         with self.store.write() as session:
             if error:
                 record_event(
@@ -607,7 +617,12 @@ class Engine:
         )
         if live.plan_id is None:
             outcome = self._settle_worktree(live, outcome)
-        return FinishedExecution(live, outcome, report, exit_code, result_file)
+        for artifact in (live.process.stdout_path, live.process.stderr_path):
+            self.redactor.file(artifact)
+        live.last_output = self.redactor.text(live.last_output)
+        return FinishedExecution(
+            live, redact_outcome(outcome, self.redactor), report, exit_code, result_file
+        )
 
     def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
         """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
@@ -731,7 +746,8 @@ class Engine:
                     update(Execution)
                     .where(col(Execution.id) == live.execution_id)
                     .values(
-                        last_output=live.last_output[:300], session_id=live.parser.report.session_id
+                        last_output=self.redactor.text(live.last_output[:300]),
+                        session_id=live.parser.report.session_id,
                     )
                 )
                 live.saved_output = live.last_output

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,8 @@ from relay_engine.adapters.base import Adapter, InvocationContext
 from relay_engine.config import AgentConfig
 from relay_engine.live import LiveExecution
 from relay_engine.model import Execution
+from relay_engine.redaction import REDACTED, SECRET_NAME, Redactor, secret_values
 from relay_engine.runner import LaunchSpec, write_artifact_json, write_artifact_text
-
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET", re.IGNORECASE)
-REDACTED = "***"
 
 
 @dataclass(frozen=True)
@@ -49,16 +46,6 @@ def artifact_dir(workspace: Path, execution_id: str) -> Path:
 def adapter_for(agent: AgentConfig) -> Adapter:
     template = agent.command if agent.provider == "command" else None
     return get_adapter(agent.provider, command_template=template)
-
-
-def secret_values(env: dict[str, str]) -> list[str]:
-    return [v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= 4]
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
 
 
 def build_launch(workspace: Path, request: LaunchRequest) -> LaunchSpec:
@@ -120,15 +107,17 @@ def _relay_env(request: LaunchRequest, result_file: Path) -> dict[str, str]:
 
 def display_argv(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
     """argv as recorded: the prompt (already in prompt.md) shortened, secrets redacted."""
-    return [redact("<prompt.md>" if arg == prompt else arg, secrets) for arg in argv]
+    redactor = Redactor(secrets)
+    return [redactor.text("<prompt.md>" if arg == prompt else arg) for arg in argv]
 
 
 def _packet(
     request: LaunchRequest, argv: list[str], env: dict[str, str], secrets: list[str]
 ) -> dict[str, Any]:
-    relay_vars = {k: redact(v, secrets) for k, v in env.items() if k.startswith("RELAY_")}
+    redactor = Redactor(secrets)
+    relay_vars = {k: redactor.text(v) for k, v in env.items() if k.startswith("RELAY_")}
     agent_vars = {
-        k: REDACTED if SECRET_NAME.search(k) else redact(v, secrets)
+        k: REDACTED if SECRET_NAME.search(k) else redactor.text(v)
         for k, v in request.agent.env.items()
     }
     return {

@@ -7,11 +7,13 @@ attempt is not counted); then the exit code and the CLI's own error flag.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from relay_engine.limits import LimitSignal
+from relay_engine.redaction import Redactor
 
 
 class OutcomeKind(StrEnum):
@@ -89,3 +91,22 @@ def judge_exit(facts: ExitFacts) -> Outcome:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1][:500] if lines else ""
+
+
+def redact_outcome(outcome: Outcome, redactor: Redactor) -> Outcome:
+    """The same outcome with every secret value masked in its texts and result data."""
+    data = outcome.data
+    if data is not None:
+        dumped = json.dumps(data)
+        cleaned = redactor.text(dumped)
+        data = json.loads(cleaned) if cleaned != dumped else data
+    limit = outcome.limit
+    if limit is not None:
+        limit = replace(limit, source_text=redactor.text(limit.source_text))
+    return replace(
+        outcome,
+        summary=redactor.optional(outcome.summary),
+        error=redactor.optional(outcome.error),
+        data=data,
+        limit=limit,
+    )
