@@ -17,6 +17,7 @@ from relay_engine.planning import allowed_wave
 from relay_engine.states import TaskState
 from relay_engine.store import record_event
 from relay_engine.taskops import job_tasks, move_task, tasks_by_key
+from relay_engine.timefmt import format_time
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
             message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
             f"{decision.reason}"[:500],
             attempt=refunded,
+            # A task pinned to the limited agent follows the swap, so the event tells the truth.
+            pinned_agent=decision.swap_to if task.pinned_agent else None,
             data={"provider": decision.provider, "agent": decision.swap_to},
         )
         return
@@ -150,7 +153,8 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
         now=now,
         kind="task.parked",
         level="warning",
-        message=f"{task.key} parked until {decision.provider} resets: {decision.reason}"[:500],
+        message=f"{task.key} parked until {decision.provider} resets at "
+        f"{format_time(decision.park_until)}: {decision.reason}"[:500],
         attempt=refunded,
         not_before=decision.park_until,
         waiting_on_provider=decision.provider,
@@ -236,7 +240,7 @@ def record_limit(
     record_event(
         session,
         "provider.limited",
-        f"provider {provider} limited until {limit.reset_at:.0f}: {source[:200]}",
+        f"provider {provider} limited until {format_time(limit.reset_at)}: {source[:200]}",
         now=now,
         level="warning",
         data={"provider": provider, "reset_at": limit.reset_at},

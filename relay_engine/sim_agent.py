@@ -4,7 +4,7 @@ Spawned hundreds of times by tests and demos, so it imports only the standard li
 nothing else from relay_engine. Behaviour is scripted by the JSON object in RELAY_SIM_SCRIPT:
 duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
 grandchild_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
-rate_limit {message, attempts, exit_code, until_epoch}, session_id, format, model, cost_usd,
+rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would).
 Other env: RELAY_ATTEMPT, RELAY_RESULT_FILE, RELAY_TASK, RELAY_PLAN_ROUND.
 """
@@ -247,10 +247,15 @@ def load_script() -> dict[str, Any]:
     return {**DEFAULTS, **loaded}
 
 
-def rate_limit_message(script: dict[str, Any], attempt: int) -> tuple[str, int] | None:
+def rate_limit_message(
+    script: dict[str, Any], attempt: int, fmt: str = "plain"
+) -> tuple[str, int] | None:
+    """The limit to print, if this run hits one: by attempt, until a time, in one format."""
     spec = script.get("rate_limit")
     if not isinstance(spec, dict):
         return None
+    if spec.get("format") not in (None, fmt):
+        return None  # the limit belongs to another provider's CLI
     attempts = spec.get("attempts")
     if attempts is not None and attempt not in attempts:
         return None
@@ -359,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if script.get("spawn_grandchild"):
         spawn_grandchild(script)
     sim.start()
-    limited = rate_limit_message(script, sim.attempt)
+    limited = rate_limit_message(script, sim.attempt, fmt)
     if limited is not None:
         sim.rate_limited(limited[0])
         return limited[1]
