@@ -9,9 +9,11 @@ import sys
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -179,16 +181,25 @@ def _print_status(store: Store, job_id: str | None) -> None:
             console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
 
 
-def _command(kind: str, build) -> callable:  # type: ignore[no-untyped-def,valid-type]
+def _command(
+    kind: str, build: Callable[[argparse.Namespace], dict[str, Any]]
+) -> Callable[[argparse.Namespace], int]:
+    """A subcommand that stores an operator command, applies it, and reports its outcome.
+
+    A running engine may apply the command before this process does; the outcome is read
+    back from the command row either way.
+    """
+
     def run(args: argparse.Namespace) -> int:
-        payload = build(args)
         store = _store(args)
-        store.enqueue_command(kind, payload)
-        applied = commands.apply_pending(store, "cli", time.time(), HANDLERS)
-        mine = [a for a in applied if a.kind == kind]
-        for result in mine:
-            (console if result.ok else err).print(result.outcome, markup=False)
-        return 0 if all(a.ok for a in mine) else 1
+        command_id = store.enqueue_command(kind, build(args))
+        commands.apply_pending(store, "cli", time.time(), HANDLERS)
+        result = commands.wait_for_outcome(store, command_id)
+        if result is None:
+            err.print(f"{kind}: stored as command {command_id}; no engine has applied it yet")
+            return 1
+        (console if result.ok else err).print(result.outcome, markup=False)
+        return 0 if result.ok else 1
 
     return run
 

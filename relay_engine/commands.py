@@ -7,6 +7,7 @@ its next tick that its execution id no longer matches (fencing) and kills the pr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -160,6 +161,7 @@ def _apply_one(
         assert command is not None
         outcome, ok = _run_handler(session, command, now, handlers)
         command.outcome = outcome
+        command.succeeded = ok
         session.add(command)
     return AppliedCommand(command.id or 0, command.kind, outcome, ok)
 
@@ -184,3 +186,18 @@ def _run_handler(
         record_event(session, "command.rejected", message, now=now, job_id=job_id, level="warning")
         return message, False
     return outcome, True
+
+
+def wait_for_outcome(store: Store, command_id: int, timeout: float = 10.0) -> AppliedCommand | None:
+    """The outcome of a command, whichever process applied it; None if nobody did in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with store.read() as session:
+            command = session.get(Command, command_id)
+        if command is not None and command.applied_at is not None:
+            return AppliedCommand(
+                command_id, command.kind, command.outcome or "", bool(command.succeeded)
+            )
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)

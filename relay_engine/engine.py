@@ -10,6 +10,7 @@ and each process exit wakes the loop at once.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -104,6 +105,7 @@ class Engine:
         self.rounds = PlannerRounds(self)
         self.worktrees = Worktrees(self.workspace)
         self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
+        self._base_env = dict(os.environ)
         self._config_changed = threading.Event()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
@@ -438,7 +440,7 @@ class Engine:
             started.append((claim, live, spec, request))
         with self.store.write() as session:
             for claim, live, spec, request in started:
-                record_spawn(session, request, live, spec, now)
+                record_spawn(session, request, live, spec, now, self.redactor)
                 self._mark_started(session, claim.task.key, claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
@@ -448,7 +450,7 @@ class Engine:
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
     ) -> tuple[LiveExecution, LaunchSpec]:
         """Start the agent process; the caller records it (see :func:`record_spawn`)."""
-        spec = build_launch(self.workspace, request)
+        spec = build_launch(self.workspace, request, self._base_env)
         process = launch(spec, on_exit=self.wake)
         live = LiveExecution(
             execution_id=request.execution_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,14 @@ def adapter_for(agent: AgentConfig) -> Adapter:
     return get_adapter(agent.provider, command_template=template)
 
 
-def build_launch(workspace: Path, request: LaunchRequest) -> LaunchSpec:
-    """Write prompt.md and prompt-packet.json, and return what the runner should start."""
+def build_launch(
+    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str] | None = None
+) -> LaunchSpec:
+    """Write prompt.md and prompt-packet.json, and return what the runner should start.
+
+    ``base_env`` is the engine's environment, copied once per engine rather than per launch.
+    """
+    base_env = os.environ if base_env is None else base_env
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
     result_file = directory / "result.json"
@@ -66,8 +73,8 @@ def build_launch(workspace: Path, request: LaunchRequest) -> LaunchSpec:
         command=_resolve_command(command),
     )
     invocation = adapter.build(context)
-    env = {**os.environ, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
-    secrets = secret_values({**request.agent.env, **os.environ})
+    env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    secrets = secret_values({**request.agent.env, **base_env})
     write_artifact_json(
         directory, "prompt-packet.json", _packet(request, invocation.argv, env, secrets)
     )
@@ -135,10 +142,14 @@ def _packet(
 
 
 def record_spawn(
-    session: Session, request: LaunchRequest, live: LiveExecution, spec: LaunchSpec, now: float
+    session: Session,
+    request: LaunchRequest,
+    live: LiveExecution,
+    spec: LaunchSpec,
+    now: float,
+    redactor: Redactor,
 ) -> None:
     """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
-    secrets = secret_values({**request.agent.env, **os.environ})
     session.exec(
         update(Execution)
         .where(col(Execution.id) == request.execution_id)
@@ -146,7 +157,7 @@ def record_spawn(
             pid=live.process.pid,
             pgid=live.process.pgid,
             started_at=now,
-            argv=display_argv(spec.argv, request.prompt, secrets),
+            argv=display_argv(spec.argv, request.prompt, redactor.secrets),
             cwd=str(spec.cwd),
             artifact_dir=str(spec.artifact_dir),
         )

@@ -183,6 +183,7 @@ class Command(SQLModel, table=True):
     applied_at: float | None = Field(default=None, index=True)
     applied_by: str | None = None
     outcome: str | None = None
+    succeeded: bool | None = None
 
 
 class EngineRecord(SQLModel, table=True):

@@ -153,7 +153,7 @@ class PlannerRounds:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True
         with engine.store.write() as session:
-            record_spawn(session, request, live, spec, now)
+            record_spawn(session, request, live, spec, now, engine.redactor)
         return True
 
     def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
