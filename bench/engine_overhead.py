@@ -16,6 +16,7 @@ import cProfile
 import json
 import os
 import pstats
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ import tomli_w
 from relay_engine.engine import Engine
 from relay_engine.jobfile import load_job_file
 from relay_engine.jobs import submit_job
+from relay_engine.status import status_report
 from relay_engine.store import Store
 
 
@@ -59,7 +61,14 @@ def run_relay(workspace: Path, profile: Path | None) -> tuple[float, bool]:
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
+    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     ok = engine.run(until_idle=True)
+    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    tasks = len(status_report(store)["tasks"])
+    print(
+        f"engine CPU (all threads):  {cpu:9.2f} s  ({cpu / max(tasks, 1) * 1000:.1f} ms per task)"
+    )
     if profiler:
         profiler.disable()
         profiler.dump_stats(profile)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -106,6 +107,9 @@ class Engine:
         self.worktrees = Worktrees(self.workspace)
         self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
         self._base_env = dict(os.environ)
+        self._spawner = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix=f"relay-spawn-{self.id}"
+        )
         self._config_changed = threading.Event()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
@@ -220,6 +224,7 @@ class Engine:
                 live.process.kill_now()
                 live.process.wait(2)
         self._reap(now)
+        self._spawner.shutdown(wait=True)
         if self._registered:
             mark_stopped(self.store, self.id, now=now)
         self._publish()
@@ -428,16 +433,13 @@ class Engine:
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[dispatch.Claim, str]] = []
-        for claim in claims:
-            agent = self.config.agent(claim.selected.agent_id)
-            assert agent is not None
-            try:
-                request = self._launch_request(claim.task, agent, claim.execution_id)
-                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
-            except (LaunchError, WorkspaceError, OSError, ValueError) as error:
-                failed.append((claim, str(error)))
-                continue
-            started.append((claim, live, spec, request))
+        # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
+        # overlapping them keeps a burst of starts from stalling the loop.
+        for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
+            if isinstance(result, str):
+                failed.append((claim, result))
+            else:
+                started.append((claim, *result))
         with self.store.write() as session:
             for claim, live, spec, request in started:
                 record_spawn(session, request, live, spec, now, self.redactor)
@@ -445,6 +447,20 @@ class Engine:
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
         return bool(claims)
+
+    def _prepare(
+        self, claim: dispatch.Claim
+    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str:
+        """Build and start one claimed task's agent; the error text when it cannot start."""
+        agent = self.config.agent(claim.selected.agent_id)
+        if agent is None:
+            return f"agent {claim.selected.agent_id} is no longer configured"
+        try:
+            request = self._launch_request(claim.task, agent, claim.execution_id)
+            live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
+            return str(error)
+        return live, spec, request
 
     def spawn(
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
