@@ -111,6 +111,7 @@ class Engine:
             max_workers=4, thread_name_prefix=f"relay-spawn-{self.id}"
         )
         self._config_changed = threading.Event()
+        self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
 
@@ -183,10 +184,22 @@ class Engine:
 
         threading.Thread(target=watch, daemon=True, name=f"relay-config-{self.id}").start()
 
+    def _config_stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = (self.workspace / CONFIG_FILE).stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
     def _maybe_reload_config(self, now: float) -> bool:
-        if not self._config_changed.is_set():
+        """Reload when relay.toml changed: watchfiles wakes us, the file's stamp decides."""
+        stamp = self._config_stamp()
+        if not self._config_changed.is_set() and stamp == self._config_seen:
             return False
         self._config_changed.clear()
+        if stamp == self._config_seen:
+            return False
+        self._config_seen = stamp
         error = reload_config(self)
         self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
         with self.store.write() as session:
