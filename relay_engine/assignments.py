@@ -12,7 +12,7 @@ from typing import Any
 from sqlmodel import Session, col, select, update
 
 from relay_engine.model import AgentRecord, Assignment, Memory, ProviderSession, Task
-from relay_engine.store import record_event
+from relay_engine.store import ensure_row, record_event
 
 MEMORY_NOTE_CHARS = 400
 
@@ -186,7 +186,9 @@ def sync_agents(session: Session, agents: Any, now: float) -> None:
         if record.id not in configured:
             session.delete(record)
     for agent in configured.values():
-        record = session.get(AgentRecord, agent.id) or AgentRecord(id=agent.id)
+        ensure_row(session, AgentRecord, id=agent.id)
+        record = session.get(AgentRecord, agent.id)
+        assert record is not None
         record.provider = agent.provider
         record.roles = list(agent.roles)
         record.model_class = agent.model_class

@@ -15,7 +15,7 @@ from relay_engine.model import Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planning import allowed_wave
 from relay_engine.states import TaskState
-from relay_engine.store import record_event
+from relay_engine.store import ensure_row, record_event
 from relay_engine.taskops import job_tasks, move_task, tasks_by_key
 from relay_engine.timefmt import format_time
 
@@ -226,7 +226,10 @@ def record_limit(
     session: Session, provider: str, reset_at: float | None, source: str, now: float
 ) -> ProviderLimit:
     """Mark a provider limited until ``reset_at`` (or the back-off when none was given)."""
-    limit = session.get(ProviderLimit, provider) or ProviderLimit(provider=provider)
+    ensure_row(session, ProviderLimit, provider=provider)
+    limit = session.exec(
+        select(ProviderLimit).where(ProviderLimit.provider == provider).with_for_update()
+    ).one()
     was_limited = limit.status == "limited"
     limit.consecutive_hits = limit.consecutive_hits + 1 if was_limited else 1
     limit.status = "limited"

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine as SAEngine
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 from sqlmodel import Session, SQLModel, create_engine, select
 
 from relay_engine.model import SCHEMA_VERSION, Command, Event, SchemaInfo
@@ -84,16 +85,22 @@ class Store:
 
     def ensure_schema(self) -> None:
         """Create missing tables; refuse a database written by a newer schema."""
-        SQLModel.metadata.create_all(self._writer)
+        self._create_tables()
         with self.write() as session:
+            ensure_row(session, SchemaInfo, id=1, version=SCHEMA_VERSION)
             info = session.get(SchemaInfo, 1)
-            if info is None:
-                session.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
-            elif info.version > SCHEMA_VERSION:
+            if info is not None and info.version > SCHEMA_VERSION:
                 raise SchemaError(
                     f"{self.display_url()}: schema version {info.version} was written by a newer "
                     f"relay (this one understands up to {SCHEMA_VERSION}); upgrade relay"
                 )
+
+    def _create_tables(self) -> None:
+        """Create missing tables; a concurrent engine creating them at once is not an error."""
+        try:
+            SQLModel.metadata.create_all(self._writer)
+        except (IntegrityError, ProgrammingError):
+            SQLModel.metadata.create_all(self._writer)  # the other engine won; check again
 
     def display_url(self) -> str:
         """The URL without its password, for messages."""
@@ -167,3 +174,25 @@ def record_event(
     )
     session.add(event)
     return event
+
+
+def ensure_row(session: Session, model: type[SQLModel], **values: Any) -> None:
+    """Insert this row unless its primary key exists; safe against a concurrent engine.
+
+    Two engines creating the same row at once (a provider's limit, an agent's record, the
+    schema row) would otherwise collide on the primary key on PostgreSQL, where writers are
+    not serialised as they are on SQLite.
+    """
+    table = model.__table__  # type: ignore[attr-defined]
+    keys = [column.name for column in table.primary_key]
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:  # other databases: best effort
+        if session.get(model, tuple(values[k] for k in keys)) is None:
+            session.add(model(**values))
+            session.flush()
+        return
+    session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
