@@ -1,0 +1,42 @@
+"""Command palette provider: every console action, searchable by name."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+ACTIONS: tuple[tuple[str, str, str], ...] = (
+    ("Cancel task", "Cancel the selected task (asks first)", "cancel_task"),
+    ("Retry task", "Queue the selected failed or cancelled task again", "retry_task"),
+    ("Replan job", "Run a planner round with your guidance", "replan"),
+    ("Pin agent", "Keep an agent on the selected task's workstream", "pin"),
+    ("Approve next wave", "Open the wave gate of the selected job", "approve"),
+    ("Task detail", "Input, result, executions and live output of the task", "detail"),
+    ("Filter tasks", "Show only tasks matching words or a state", "filter"),
+    ("Clear filter", "Show every task again", "clear_filter"),
+    ("Next pane", "Move focus to the next pane", "next_pane"),
+    ("Previous pane", "Move focus to the previous pane", "previous_pane"),
+    ("Help", "Every key and its binding id", "help"),
+    ("Quit", "Leave the console (stops the embedded engine)", "quit"),
+)
+
+
+class RelayCommands(Provider):
+    """Lists the same actions the keys run, so nothing is reachable only by a key."""
+
+    async def discover(self) -> Hits:
+        for title, help_text, action in ACTIONS:
+            yield DiscoveryHit(title, partial(self.app.run_action, action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, action in ACTIONS:
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(
+                    score,
+                    matcher.highlight(title),
+                    partial(self.app.run_action, action),
+                    help=help_text,
+                )

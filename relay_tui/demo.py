@@ -1,0 +1,165 @@
+"""``relay-tui --demo``: a throw-away workspace where every pane comes alive at once.
+
+Three sim agents speak the real output formats of Claude Code, Codex and Gemini CLI
+(their ``command`` replaces the executable, the provider's parser stays). Claude hits a
+usage limit within seconds and resets about a minute later: the task that hit it moves to
+Codex, and a review only Claude can do parks until the reset. A second job is planned in
+two rounds by a scripted planner, so the Planner waves pane has rounds to show.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import tomli_w
+
+from relay_engine.jobfile import load_job_file
+from relay_engine.jobs import submit_job
+from relay_engine.store import Store
+
+LIMIT_RESETS_AFTER_S = 70
+
+
+def relay_toml() -> str:
+    sim = [sys.executable, "-m", "relay_engine.sim_agent", "--format"]
+    agents = (
+        ("claude-a", "claude", ["implementer", "reviewer"]),
+        ("codex-b", "codex", ["implementer", "tester"]),
+        ("gemini-c", "gemini", ["planner", "assessor", "implementer"]),
+    )
+    blocks = [
+        f'[[agents]]\nid = "{agent}"\nprovider = "{provider}"\nroles = {json.dumps(roles)}\n'
+        f"command = {json.dumps([*sim, provider])}\n"
+        for agent, provider, roles in agents
+    ]
+    header = "[engine]\nmax_concurrent_agents = 4\ntick_seconds = 0.25\n\n"
+    return header + "\n".join(blocks)
+
+
+def search_job(reset_at: int) -> str:
+    limit = f"Claude AI usage limit reached|{reset_at}"
+    return f"""\
+[job]
+id = "search"
+title = "Ship full-text search"
+objective = "Index the documents and serve search results through the API and the UI."
+priority = "P1"
+
+[[tasks]]
+id = "schema"
+title = "Design the index schema"
+input = "Propose the index schema: fields, analyzers, and the migration."
+workstream = "core"
+sim = {{ duration = 6.0, lines = 12 }}
+
+[[tasks]]
+id = "crawler"
+title = "Crawl the document store"
+input = "Write the crawler that feeds documents into the index."
+agent = "claude-a"
+sim = {{ duration = 7.0, lines = 14, rate_limit = {{ message = "{limit}", until_epoch = {reset_at}, format = "claude" }} }}
+
+[[tasks]]
+id = "docs"
+title = "Outline the user docs"
+input = "Outline the search documentation."
+workstream = "docs"
+sim = {{ duration = 5.0, lines = 10 }}
+
+[[tasks]]
+id = "api"
+title = "Search API endpoint"
+input = "Add GET /search with paging, backed by the index."
+depends_on = ["schema", "crawler"]
+workstream = "core"
+sim = {{ duration = 8.0, lines = 16 }}
+
+[[tasks]]
+id = "ranking-tests"
+title = "Ranking regression tests"
+role = "tester"
+input = "Add regression tests for ranking."
+depends_on = ["schema"]
+max_attempts = 2
+sim = {{ duration = 2.0, lines = 4, fail_attempts = 9 }}
+
+[[tasks]]
+id = "e2e"
+title = "End-to-end search tests"
+role = "tester"
+depends_on = ["ranking-tests", "api"]
+sim = {{ duration = 3.0, lines = 6 }}
+
+[[tasks]]
+id = "ui"
+title = "Search box in the UI"
+input = "Add the search box and result list."
+depends_on = ["docs"]
+workstream = "docs"
+sim = {{ duration = 8.0, lines = 16 }}
+
+[[tasks]]
+id = "review"
+title = "Review the search change"
+role = "reviewer"
+depends_on = ["docs"]
+sim = {{ duration = 4.0, lines = 8 }}
+"""
+
+
+def billing_job() -> str:
+    round_one = {
+        "objective_status": "in_progress",
+        "assessment": "Start with the invoice model; taxes next.",
+        "next_tasks": [
+            {"id": "invoices", "title": "Invoice model", "sim": {"duration": 5.0, "lines": 10}},
+            {
+                "id": "tax",
+                "title": "Tax rules",
+                "dependencies": ["invoices"],
+                "sim": {"duration": 5.0, "lines": 10},
+            },
+        ],
+    }
+    round_two = {
+        "objective_status": "in_progress",
+        "assessment": "Invoices and taxes are in; add reports.",
+        "next_tasks": [
+            {"id": "reports", "title": "Monthly reports", "sim": {"duration": 6.0, "lines": 12}}
+        ],
+    }
+    done = {"objective_status": "satisfied", "assessment": "Billing v2 is complete."}
+    script = {
+        "duration": 3.0,
+        "lines": 6,
+        "results_by_round": {"1": round_one, "2": round_two, "3": done},
+    }
+    job = {
+        "id": "billing",
+        "title": "Billing v2",
+        "objective": "Invoices with tax rules and monthly reports.",
+        "mode": "autonomous",
+        "sim": script,
+    }
+    return tomli_w.dumps({"job": job})
+
+
+def make_demo_workspace(root: Path | None = None) -> Path:
+    """Write relay.toml and the demo jobs into a fresh directory and store the jobs."""
+    workspace = Path(root or tempfile.mkdtemp(prefix="relay-demo-"))
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "relay.toml").write_text(relay_toml(), encoding="utf-8")
+    reset_at = int(time.time()) + LIMIT_RESETS_AFTER_S
+    store = Store.for_workspace(workspace)
+    try:
+        for name, text in (("search.toml", search_job(reset_at)), ("billing.toml", billing_job())):
+            path = workspace / name
+            path.write_text(text, encoding="utf-8")
+            submit_job(store, load_job_file(path), now=time.time())
+    finally:
+        store.dispose()
+    return workspace

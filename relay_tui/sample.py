@@ -1,0 +1,326 @@
+"""A fixed mid-run state written straight into SQLite, for snapshot tests and screenshots.
+
+Two jobs across two waves with every interesting task state: running, parked on a limited
+provider, failed, blocked, succeeded, and a wave gate waiting for the operator. All times
+are offsets from :data:`NOW`, so a console run with ``clock=lambda: NOW`` renders the same
+pixels every time (tests also pin ``TZ=UTC``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from relay_engine.model import (
+    AgentRecord,
+    Event,
+    Execution,
+    Job,
+    Plan,
+    ProviderLimit,
+    Task,
+)
+from relay_engine.store import Store
+
+NOW = 1_767_258_000.0  # 2026-01-01 09:00:00 UTC
+
+
+def frozen_clock() -> float:
+    return NOW
+
+
+def _task(job: str, task_id: str, title: str, wave: int, index: int, **fields: Any) -> Task:
+    fields.setdefault("input", f"{title}. Keep the change small and covered by tests.")
+    return Task(
+        key=f"{job}/{task_id}",
+        job_id=job,
+        task_id=task_id,
+        title=title,
+        wave=wave,
+        created_at=NOW - 3600 + index,
+        updated_at=NOW - 60,
+        **fields,
+    )
+
+
+def _search_wave_one() -> list[Task]:
+    return [
+        _task(
+            "search",
+            "schema",
+            "Design the index schema",
+            1,
+            0,
+            state="SUCCEEDED",
+            agent="sim-claude",
+            provider="claude",
+            attempt=1,
+            started_at=NOW - 1500,
+            finished_at=NOW - 1260,
+            result_summary="schema.sql and migration 0007 added",
+        ),
+        _task(
+            "search",
+            "crawler",
+            "Crawl the document store",
+            1,
+            1,
+            state="PARKED",
+            agent="sim-claude",
+            provider="claude",
+            attempt=1,
+            waiting_on_provider="claude",
+            not_before=NOW + 1380,
+            parked_at=NOW - 300,
+        ),
+        _task(
+            "search",
+            "docs",
+            "Outline the user docs",
+            1,
+            2,
+            state="RUNNING",
+            agent="sim-codex",
+            provider="codex",
+            attempt=1,
+            started_at=NOW - 95,
+            execution_id="ex-docs-1",
+        ),
+        _task(
+            "search",
+            "fixtures",
+            "Load ranking fixtures",
+            1,
+            3,
+            state="FAILED",
+            agent="sim-codex",
+            provider="codex",
+            attempt=3,
+            started_at=NOW - 700,
+            finished_at=NOW - 640,
+            error="exit 1: fixture loader crashed (KeyError: 'lang')",
+        ),
+    ]
+
+
+def _search_wave_two() -> list[Task]:
+    return [
+        _task("search", "api", "Search API endpoint", 2, 4, dependencies=["schema", "crawler"]),
+        _task(
+            "search",
+            "e2e",
+            "End-to-end search tests",
+            2,
+            5,
+            dependencies=["fixtures"],
+            blocked_by="search/fixtures",
+        ),
+        _task(
+            "search",
+            "ui",
+            "Search box in the UI",
+            2,
+            6,
+            state="RUNNING",
+            agent="sim-gemini",
+            provider="gemini",
+            attempt=2,
+            started_at=NOW - 312,
+            execution_id="ex-ui-2",
+        ),
+    ]
+
+
+def _billing_tasks() -> list[Task]:
+    done = {"state": "SUCCEEDED", "agent": "sim-gemini", "provider": "gemini", "attempt": 1}
+    return [
+        _task(
+            "billing", "invoices", "Invoice model", 1, 10, **done, result_summary="Invoice + tests"
+        ),
+        _task("billing", "tax", "Tax rules", 1, 11, **done, result_summary="EU VAT rules"),
+        _task("billing", "reports", "Monthly reports", 2, 12, dependencies=["invoices"]),
+        _task("billing", "export", "CSV export", 2, 13, dependencies=["invoices", "tax"]),
+    ]
+
+
+def _executions(artifacts: Path) -> list[Execution]:
+    def run(
+        eid: str, key: str, agent: str, provider: str, attempt: int, **fields: Any
+    ) -> Execution:
+        return Execution(
+            id=eid,
+            job_id=key.split("/", maxsplit=1)[0],
+            task_key=key,
+            agent=agent,
+            provider=provider,
+            attempt=attempt,
+            artifact_dir=str(artifacts / eid),
+            **fields,
+        )
+
+    return [
+        run(
+            "ex-schema-1",
+            "search/schema",
+            "sim-claude",
+            "claude",
+            1,
+            started_at=NOW - 1500,
+            ended_at=NOW - 1260,
+            exit_code=0,
+            outcome="succeeded",
+        ),
+        run(
+            "ex-docs-1",
+            "search/docs",
+            "sim-codex",
+            "codex",
+            1,
+            started_at=NOW - 95,
+            last_output="writing docs/search.md: section 3 of 5 (query syntax)",
+        ),
+        run(
+            "ex-ui-2",
+            "search/ui",
+            "sim-gemini",
+            "gemini",
+            2,
+            started_at=NOW - 312,
+            last_output="npm test -- search-box: 14 passed, 1 pending",
+        ),
+        run(
+            "ex-fixtures-3",
+            "search/fixtures",
+            "sim-codex",
+            "codex",
+            3,
+            started_at=NOW - 700,
+            ended_at=NOW - 640,
+            exit_code=1,
+            outcome="failed",
+        ),
+    ]
+
+
+EVENTS = (
+    (-1800, "search", None, "job.submitted", "info", "job search submitted with 7 tasks"),
+    (-1500, "search", "search/schema", "task.started", "info", "schema started on sim-claude"),
+    (-1260, "search", "search/schema", "task.succeeded", "info", "schema succeeded"),
+    (-640, "search", "search/fixtures", "task.failed", "error", "fixtures failed after 3 attempts"),
+    (-640, "search", "search/e2e", "task.blocked", "warning", "e2e blocked by search/fixtures"),
+    (-312, "search", "search/ui", "task.started", "info", "ui started on sim-gemini (try 2)"),
+    (-300, None, None, "provider.limited", "warning", "claude limited until 09:23:00"),
+    (-300, "search", "search/crawler", "task.parked", "warning", "crawler parked on claude"),
+    (-95, "search", "search/docs", "task.started", "info", "docs started on sim-codex"),
+    (-60, "billing", None, "plan.created", "info", "billing round 2 planning (manual replan)"),
+    (-60, "billing", None, "plan.superseded", "info", "billing round 1 superseded by round 2"),
+    (-30, "billing", None, "plan.succeeded", "info", "billing round 2: 2 tasks in wave 2"),
+)
+
+DOCS_STDOUT = "\n".join(
+    [
+        "reading docs/ and the API routes",
+        "plan: 5 sections (overview, indexing, query syntax, ranking, limits)",
+        "writing docs/search.md: section 1 of 5 (overview)",
+        "writing docs/search.md: section 2 of 5 (indexing)",
+        "writing docs/search.md: section 3 of 5 (query syntax)",
+    ]
+)
+
+
+def _fleet_rows() -> list[Any]:
+    """Plans, the limited provider, agents and the event feed.
+
+    Billing's round 1 planned wave 1; the operator's manual replan (round 2) superseded it
+    and planned wave 2, which waits at the operator's wave gate.
+    """
+    rows: list[Any] = []
+    rows.append(
+        Plan(
+            id=1,
+            job_id="billing",
+            round=1,
+            trigger="initial",
+            status="SUPERSEDED",
+            objective_status="in_progress",
+            generated_task_ids=["invoices", "tax"],
+        )
+    )
+    rows.append(
+        Plan(
+            id=2,
+            job_id="billing",
+            round=2,
+            previous_plan_id=1,
+            trigger="manual",
+            status="SUCCEEDED",
+            guidance="split reports by region",
+            objective_status="in_progress",
+            assessment="Invoices and taxes are in; reports and the export come next.",
+            generated_task_ids=["reports", "export"],
+        )
+    )
+    rows.append(
+        ProviderLimit(
+            provider="claude",
+            status="limited",
+            reset_at=NOW + 1380,
+            source_text="You've hit your limit · resets 9:23am (UTC)",
+            detected_at=NOW - 300,
+        )
+    )
+    for agent, provider in (
+        ("sim-claude", "claude"),
+        ("sim-codex", "codex"),
+        ("sim-gemini", "gemini"),
+    ):
+        rows.append(
+            AgentRecord(id=agent, provider=provider, roles=["implementer", "planner", "tester"])
+        )
+    for offset, job, key, kind, level, message in EVENTS:
+        rows.append(
+            Event(
+                at=NOW + offset,
+                job_id=job,
+                task_key=key,
+                kind=kind,
+                level=level,
+                message=message,
+            )
+        )
+    return rows
+
+
+def write_sample(path: Path) -> str:
+    """Create ``path/relay.db`` (and artifacts) with the fixed state; returns the DB URL."""
+    path.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{path / 'relay.db'}"
+    artifacts = path / "artifacts"
+    store = Store(url)
+    with store.write() as session:
+        session.add(Job(id="search", title="Ship full-text search", created_at=NOW - 3600))
+        session.add(
+            Job(
+                id="billing",
+                title="Billing v2",
+                mode="autonomous",
+                wave_gate="operator",
+                approved_wave=1,
+                created_at=NOW - 3000,
+            )
+        )
+        session.add_all(_search_wave_one() + _search_wave_two() + _billing_tasks())
+        session.add_all(_executions(artifacts))
+        session.add_all(_fleet_rows())
+    store.dispose()
+    for eid in ("ex-docs-1", "ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
+        (artifacts / eid).mkdir(parents=True, exist_ok=True)
+        (artifacts / eid / "stdout.txt").write_text(DOCS_STDOUT + "\n", encoding="utf-8")
+    return url
+
+
+def write_empty(path: Path) -> str:
+    path.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{path / 'relay.db'}"
+    Store(url).dispose()
+    return url

@@ -1,0 +1,1 @@
+"""Screens and modals of the relay console."""

@@ -1,0 +1,85 @@
+"""State glyphs and theme-derived styles, so colour follows the theme (and NO_COLOR)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from rich.text import Text
+
+GLYPHS = {
+    "DRAFT": "○",
+    "QUEUED": "◌",
+    "RUNNING": "▶",
+    "PARKED": "‖",
+    "SUCCEEDED": "✔",
+    "FAILED": "✘",
+    "CANCELLED": "⊘",
+    "BLOCKED": "⊗",
+    "ACTIVE": "◆",
+    "PLANNING": "…",
+    "SUPERSEDED": "⊘",
+    "ok": "●",
+    "limited": "‖",
+}
+_THEME_KEYS = {
+    "RUNNING": "accent",
+    "SUCCEEDED": "success",
+    "MERGED": "success",
+    "FAILED": "error",
+    "BLOCKED": "error",
+    "PARKED": "warning",
+    "limited": "warning",
+    "ok": "success",
+    "QUEUED": "primary",
+    "ACTIVE": "primary",
+    "PLANNING": "accent",
+}
+_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim"}
+
+
+def palette(variables: Mapping[str, str]) -> dict[str, str]:
+    """Map states to Rich styles built from the current theme's variables."""
+    styles = {state: variables.get(key, "") for state, key in _THEME_KEYS.items()}
+    styles.update(_PLAIN)
+    return styles
+
+
+def styled(text: str, state: str, styles: Mapping[str, str]) -> Text:
+    return Text(text, style=styles.get(state, ""), no_wrap=True, end="")
+
+
+def glyph(state: str, styles: Mapping[str, str]) -> Text:
+    """The state's glyph and the space after it: labels then start in the same column."""
+    return styled(GLYPHS.get(state, "?") + " ", state, styles)
+
+
+def clock_time(at: float | None) -> str:
+    if at is None:
+        return "—"
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}:{secs:02d}"
+
+
+def bar(done: int, total: int, width: int = 10) -> str:
+    if total <= 0:
+        return "░" * width
+    filled = round(width * done / total)
+    return "█" * filled + "░" * (width - filled)
+
+
+def clip(text: str | None, width: int) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,83 @@
+"""Regenerate screenshots/*.svg from the same fixed states as the snapshot tests.
+
+Run: .venv/bin/python scripts/screenshots.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+from console_helpers import attached_app, settle, wait_loaded, wait_until  # noqa: E402
+from textual.pilot import Pilot  # noqa: E402
+
+from relay_tui.sample import write_empty, write_sample  # noqa: E402
+from relay_tui.screens.detail import DetailScreen  # noqa: E402
+from relay_tui.widgets.panes import JobsTable  # noqa: E402
+
+Step = Callable[[Pilot[None]], Awaitable[None]]
+
+
+def pressing(*keys: str, select: str | None = None) -> Step:
+    async def steps(pilot: Pilot[None]) -> None:
+        await wait_loaded(pilot)
+        if select:
+            pilot.app.screen.query_one(JobsTable).select_key(select)
+            await pilot.pause()
+        await pilot.press(*keys)
+        if "enter" in keys:
+            await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))
+            screen = pilot.app.screen
+            assert isinstance(screen, DetailScreen)
+            await wait_until(pilot, lambda: screen.loaded.is_set() and screen.tail_ready.is_set())
+        await settle(pilot)
+
+    return steps
+
+
+SHOTS: dict[str, tuple[tuple[int, int], Step, bool]] = {
+    "console-160x48": ((160, 48), pressing(), True),
+    "console-80x24": ((80, 24), pressing(), True),
+    "planner": ((80, 24), pressing("tab", "tab", "tab"), True),
+    "detail": ((120, 36), pressing("enter", select="search/docs"), True),
+    "help": ((100, 36), pressing("question_mark"), True),
+    "cancel": ((80, 24), pressing("c", select="search/docs"), True),
+    "replan": ((80, 24), pressing("p", *"split by region", select="billing/reports"), True),
+    "pin": ((80, 24), pressing("a", select="search/api"), True),
+    "approve": ((80, 24), pressing("g", select="billing/reports"), True),
+    "filter": ((100, 30), pressing("slash", *"failed"), True),
+    "empty": ((100, 30), pressing(), False),
+}
+
+
+async def shoot(name: str, size: tuple[int, int], steps: Step, sample: bool, out: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        url = write_sample(path) if sample else write_empty(path)
+        app = attached_app(path, url)
+        async with app.run_test(size=size) as pilot:
+            await steps(pilot)
+            app.save_screenshot(f"{name}.svg", path=str(out))
+        app.store.dispose()
+
+
+def main() -> None:
+    out = ROOT / "screenshots"
+    out.mkdir(exist_ok=True)
+    for name, (size, steps, sample) in SHOTS.items():
+        asyncio.run(shoot(name, size, steps, sample, out))
+        print(f"screenshots/{name}.svg")
+
+
+if __name__ == "__main__":
+    main()

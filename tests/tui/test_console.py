@@ -1,0 +1,218 @@
+"""Pilot tests: keys in, database rows out (attached to a fixed database, no engine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console_helpers import attached_app, run_async, wait_loaded, wait_until
+from sqlmodel import select
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+
+from relay_engine.config import RelayConfig
+from relay_engine.model import Command, Task
+from relay_engine.store import Store
+from relay_tui.app import RelayApp
+from relay_tui.data import Projection
+from relay_tui.sample import NOW, frozen_clock, write_sample
+from relay_tui.screens.detail import DetailScreen
+from relay_tui.screens.help import HelpScreen
+from relay_tui.screens.modals import ConfirmScreen, GuidanceScreen, PinScreen
+from relay_tui.widgets.panes import JobsTable
+
+
+def commands(app: RelayApp) -> list[tuple[str, dict]]:
+    with app.store.read() as session:
+        return [
+            (c.kind, c.payload or {}) for c in session.exec(select(Command).order_by(Command.id))
+        ]
+
+
+async def select_task(pilot: Pilot[None], key: str) -> None:
+    await wait_loaded(pilot)
+    pilot.app.screen.query_one(JobsTable).select_key(key)
+    await pilot.pause()
+    assert isinstance(pilot.app, RelayApp)
+    assert pilot.app.selected_key == key
+
+
+@run_async
+async def test_every_modal_opens_and_closes(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await select_task(pilot, "search/docs")
+        for key, screen_type, close in (
+            ("c", ConfirmScreen, "n"),
+            ("p", GuidanceScreen, "escape"),
+            ("a", PinScreen, "escape"),
+            ("g", ConfirmScreen, "escape"),
+            ("question_mark", HelpScreen, "escape"),
+            ("enter", DetailScreen, "escape"),
+            ("ctrl+p", CommandPalette, "escape"),
+        ):
+            await pilot.press(key)
+            await wait_until(pilot, lambda t=screen_type: isinstance(pilot.app.screen, t))
+            await pilot.press(close)
+            await wait_until(pilot, lambda: pilot.app.screen is sample_app.main_screen)
+        assert commands(sample_app) == []
+
+
+@run_async
+async def test_modals_send_their_commands(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await select_task(pilot, "billing/reports")
+        await pilot.press("p", *"by region", "enter")
+        await pilot.press("g", "y")
+        await select_task(pilot, "search/api")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(pilot.app.screen, PinScreen))
+        await pilot.press("down", "enter")
+        await pilot.press("c", "y")
+        await wait_until(pilot, lambda: len(commands(sample_app)) == 4)
+    assert commands(sample_app) == [
+        ("replan", {"job": "billing", "guidance": "by region"}),
+        ("approve", {"job": "billing"}),
+        ("pin", {"task": "search/api", "agent": "sim-codex"}),
+        ("cancel", {"task": "search/api"}),
+    ]
+
+
+@run_async
+async def test_retry_only_offered_for_failed_tasks(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await select_task(pilot, "search/docs")
+        await pilot.press("r")
+        await select_task(pilot, "search/fixtures")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: len(commands(sample_app)) == 1)
+    assert commands(sample_app) == [("retry", {"task": "search/fixtures"})]
+
+
+@run_async
+async def test_filter_by_state_and_text(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot)
+        table = sample_app.main_screen.query_one(JobsTable)
+        everything = table.row_keys
+        await pilot.press("slash", *"failed")
+        await wait_until(pilot, lambda: table.row_keys != everything)
+        assert [k for k in table.row_keys if "/" in k] == ["search/fixtures"]
+        await pilot.press("enter")
+        assert [k for k in table.row_keys if "/" in k] == ["search/fixtures"]
+        await pilot.press("slash")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: table.row_keys == everything)
+        await pilot.press("slash", *"ui")
+        await wait_until(pilot, lambda: [k for k in table.row_keys if "/" in k] == ["search/ui"])
+
+
+@run_async
+async def test_resizing_keeps_the_selection(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(160, 48)) as pilot:
+        await select_task(pilot, "search/ui")
+        table = sample_app.main_screen.query_one(JobsTable)
+        for size in ((80, 24), (100, 30), (160, 48)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            assert table.cursor_key == "search/ui"
+            assert sample_app.selected_key == "search/ui"
+        assert sample_app.main_screen.has_class("-narrow") is False
+
+
+@run_async
+async def test_tab_cycles_panes_in_small_terminals(sample_app: RelayApp) -> None:
+    async with sample_app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot)
+        main = sample_app.main_screen
+        assert main.has_class("-narrow")
+        await pilot.press("tab")
+        assert main.query_one("#running-pane").display
+        assert not main.query_one("#jobs-pane").display
+        await pilot.press("shift+tab")
+        assert main.query_one("#jobs-pane").display
+
+
+@run_async
+async def test_keymap_from_config_remaps_by_binding_id(tmp_path: Path) -> None:
+    url = write_sample(tmp_path)
+    config = RelayConfig(keymap={"cancel": "x"})
+    app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await select_task(pilot, "search/docs")
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.screen is app.main_screen
+        await pilot.press("x")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+
+
+@run_async
+async def test_console_follows_changes_written_by_others(tmp_path: Path) -> None:
+    url = write_sample(tmp_path)
+    app = attached_app(tmp_path, url)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot)
+        store = Store(url)
+        with store.write() as session:
+            task = session.get(Task, "search/api")
+            assert task is not None
+            task.state = "QUEUED"
+            from relay_engine.store import record_event
+
+            record_event(session, "task.queued", "api queued", now=NOW, task_key="search/api")
+        app._nudge.set()
+        await wait_until(
+            pilot,
+            lambda: app.snapshot is not None and app.snapshot.tasks["search/api"].state == "QUEUED",
+        )
+        table = app.main_screen.query_one(JobsTable)
+        assert table.rebuilds == 1  # the first load; the change was patched in place
+        store.dispose()
+
+
+def test_projection_reloads_only_what_events_name(tmp_path: Path) -> None:
+    url = write_sample(tmp_path)
+    store = Store(url)
+    projection = Projection(store, frozen_clock)
+    first = projection.load()
+    assert first.first and len(first.tasks) == 11
+    with store.write() as session:
+        task = session.get(Task, "search/e2e")
+        assert task is not None
+        task.title = "renamed without an event"
+        other = session.get(Task, "search/api")
+        assert other is not None
+        other.state = "QUEUED"
+        from relay_engine.store import record_event
+
+        record_event(session, "task.queued", "api queued", now=NOW, task_key="search/api")
+    second = projection.load()
+    assert second.changed_tasks == {"search/api"}
+    assert second.previous_states == {"search/api": "DRAFT"}
+    assert not second.structure_changed
+    assert [e.kind for e in second.new_events] == ["task.queued"]
+    store.dispose()
+
+
+@run_async
+async def test_config_reload_and_invalid_config_show_toasts(sample_app: RelayApp) -> None:
+    from relay_engine.store import record_event
+
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot)
+        with sample_app.store.write() as session:
+            record_event(session, "config.reloaded", "relay.toml reloaded: 3 agents", now=NOW)
+            record_event(
+                session,
+                "config.invalid",
+                "relay.toml not reloaded: agents.0.provider is required",
+                now=NOW,
+                level="error",
+            )
+        sample_app._nudge.set()
+
+        def toasts() -> dict[str, str]:
+            # Textual has no public list of the toasts it is showing
+            return {str(n.title): n.severity for n in sample_app._notifications}
+
+        await wait_until(pilot, lambda: len(toasts()) == 2)
+    assert toasts() == {"config.reloaded": "information", "config.invalid": "error"}
