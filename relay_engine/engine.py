@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import watchfiles
 from sqlalchemy.exc import OperationalError
@@ -547,43 +548,40 @@ class Engine:
             self._dirty_jobs.add(fenced.job_id)
 
     def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
-        with self.store.write() as session:
-            fresh = session.get(Task, task.key)
-            if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
-                return False
-            move_task(
-                session,
-                fresh,
-                TaskState.PARKED,
-                now=now,
-                kind="task.parked",
-                level="warning",
-                message=f"{fresh.key} parked before launch: {park.reason}",
-                not_before=park.until,
-                waiting_on_provider=park.provider,
-                parked_at=now,
-                provider=park.provider,
-                data={"provider": park.provider, "until": park.until},
-            )
-        return True
+        return self._settle_unclaimed(
+            task.key,
+            TaskState.PARKED,
+            now,
+            kind="task.parked",
+            level="warning",
+            message=f"{task.key} parked before launch: {park.reason}",
+            not_before=park.until,
+            waiting_on_provider=park.provider,
+            parked_at=now,
+            provider=park.provider,
+            data={"provider": park.provider, "until": park.until},
+        )
 
     def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
+        self._dirty_jobs.add(task.job_id)
+        return self._settle_unclaimed(
+            task.key,
+            TaskState.FAILED,
+            now,
+            kind="task.failed",
+            level="error",
+            message=f"{task.key} cannot run: {reason}",
+            error=reason,
+            finished_at=now,
+        )
+
+    def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
+        """Move a still-unclaimed queued task; False if another engine got to it first."""
         with self.store.write() as session:
-            fresh = session.get(Task, task.key)
+            fresh = session.get(Task, key)
             if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
                 return False
-            move_task(
-                session,
-                fresh,
-                TaskState.FAILED,
-                now=now,
-                kind="task.failed",
-                level="error",
-                message=f"{fresh.key} cannot run: {reason}",
-                error=reason,
-                finished_at=now,
-            )
-        self._dirty_jobs.add(task.job_id)
+            move_task(session, fresh, target, now=now, **change)
         return True
 
     # -- running processes -------------------------------------------------------------

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from string import Template
 
 import tomli_w
 
@@ -40,9 +41,8 @@ def relay_toml() -> str:
     return header + "\n".join(blocks)
 
 
-def search_job(reset_at: int) -> str:
-    limit = f"Claude AI usage limit reached|{reset_at}"
-    return f"""\
+SEARCH_JOB = Template(
+    """\
 [job]
 id = "search"
 title = "Ship full-text search"
@@ -54,21 +54,21 @@ id = "schema"
 title = "Design the index schema"
 input = "Propose the index schema: fields, analyzers, and the migration."
 workstream = "core"
-sim = {{ duration = 6.0, lines = 12 }}
+sim = { duration = 6.0, lines = 12 }
 
 [[tasks]]
 id = "crawler"
 title = "Crawl the document store"
 input = "Write the crawler that feeds documents into the index."
 agent = "claude-a"
-sim = {{ duration = 7.0, lines = 14, rate_limit = {{ message = "{limit}", until_epoch = {reset_at}, format = "claude" }} }}
+sim = { duration = 7.0, lines = 14, rate_limit = { message = "$limit", until_epoch = $reset_at, format = "claude" } }
 
 [[tasks]]
 id = "docs"
 title = "Outline the user docs"
 input = "Outline the search documentation."
 workstream = "docs"
-sim = {{ duration = 5.0, lines = 10 }}
+sim = { duration = 5.0, lines = 10 }
 
 [[tasks]]
 id = "api"
@@ -76,7 +76,7 @@ title = "Search API endpoint"
 input = "Add GET /search with paging, backed by the index."
 depends_on = ["schema", "crawler"]
 workstream = "core"
-sim = {{ duration = 8.0, lines = 16 }}
+sim = { duration = 8.0, lines = 16 }
 
 [[tasks]]
 id = "ranking-tests"
@@ -85,14 +85,14 @@ role = "tester"
 input = "Add regression tests for ranking."
 depends_on = ["schema"]
 max_attempts = 2
-sim = {{ duration = 2.0, lines = 4, fail_attempts = 9 }}
+sim = { duration = 2.0, lines = 4, fail_attempts = 9 }
 
 [[tasks]]
 id = "e2e"
 title = "End-to-end search tests"
 role = "tester"
 depends_on = ["ranking-tests", "api"]
-sim = {{ duration = 3.0, lines = 6 }}
+sim = { duration = 3.0, lines = 6 }
 
 [[tasks]]
 id = "ui"
@@ -100,15 +100,22 @@ title = "Search box in the UI"
 input = "Add the search box and result list."
 depends_on = ["docs"]
 workstream = "docs"
-sim = {{ duration = 8.0, lines = 16 }}
+sim = { duration = 8.0, lines = 16 }
 
 [[tasks]]
 id = "review"
 title = "Review the search change"
 role = "reviewer"
 depends_on = ["docs"]
-sim = {{ duration = 4.0, lines = 8 }}
+sim = { duration = 4.0, lines = 8 }
 """
+)
+
+
+def search_job(reset_at: int) -> str:
+    """The manual job; Claude's limit message names its reset as an epoch, as Claude does."""
+    limit = f"Claude AI usage limit reached|{reset_at}"
+    return SEARCH_JOB.substitute(limit=limit, reset_at=reset_at)
 
 
 def billing_job() -> str:
