@@ -148,7 +148,7 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            live, spec = engine.spawn(request, task_key=None, plan_id=plan.id)
+            live, spec = engine.starter.spawn(request, task_key=None, plan_id=plan.id)
         except (LaunchError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True

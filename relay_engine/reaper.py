@@ -1,0 +1,249 @@
+"""Reaping agents: read their output, stop the ones that must stop, record every exit.
+
+What an exit means is decided by :func:`outcomes.judge_exit`; this module gathers the
+facts (exit code, parsed report, result file, merge into the job branch) and writes all
+of a tick's exits in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlmodel import Session, col, select, update
+
+from relay_engine import assignments, dispatch
+from relay_engine.completion import (
+    LimitDecision,
+    apply_outcome,
+    fenced_task,
+    finish_execution_row,
+    limited_providers,
+    record_limit,
+)
+from relay_engine.live import FinishedExecution, LiveExecution
+from relay_engine.model import Execution, Job, Task
+from relay_engine.outcomes import (
+    ExitFacts,
+    Outcome,
+    OutcomeKind,
+    StopReason,
+    judge_exit,
+    redact_outcome,
+)
+from relay_engine.selection import Selected
+from relay_engine.workspace import WorkspaceError
+
+if TYPE_CHECKING:
+    from relay_engine.engine import Engine
+
+OUTPUT_SAVE_INTERVAL_S = 1.0
+
+
+class Reaper:
+    """The reap step of the tick: the engine's live processes, from output to outcome."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._last_output_save = 0.0
+
+    def reap(self, now: float, *, fence: bool = True) -> bool:
+        """Pump live output, stop what must stop, and write down every exit in one go."""
+        if not self.engine.live:
+            return False
+        if fence:
+            self._fence_check()
+        wall = datetime.now().astimezone()
+        finished = []
+        for live in list(self.engine.live.values()):
+            report = live.pump(wall)
+            if report.limit is not None and live.stop_reason is None:
+                live.stop(StopReason.LIMITED, 2.0)
+            if live.process.timed_out(now) and live.stop_reason is None:
+                live.stop(StopReason.TIMEOUT, self.engine.config.engine.cancel_grace_seconds)
+            if live.process.poll() is not None:
+                del self.engine.live[live.execution_id]
+                finished.append(self._judge(live, wall))
+        if not finished:
+            return False
+        with self.engine.store.write() as session:
+            for exit_ in finished:
+                self._record_execution(session, exit_, now)
+                if exit_.live.plan_id is not None:
+                    self.engine.rounds.complete(session, exit_, now)
+                else:
+                    self.on_complete(session, exit_.live, exit_.outcome, now)
+        return True
+
+    def _fence_check(self) -> None:
+        """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
+        with self.engine.store.read() as session:
+            mine = list(self.engine.live)
+            owned = set(
+                session.exec(select(Task.execution_id).where(col(Task.execution_id).in_(mine)))
+            )
+            owned |= self.engine.rounds.owned_executions(session, mine)
+        for execution_id, live in self.engine.live.items():
+            if execution_id not in owned and live.stop_reason is None:
+                live.stop(StopReason.LOST, self.engine.config.engine.cancel_grace_seconds)
+
+    def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
+        """What the exit means, with the task's work merged (or not) into the job branch."""
+        live.drain(wall)
+        exit_code = live.process.poll() or 0
+        stderr_tail = live.process.stderr_tail()
+        report = live.parser.finish(exit_code, stderr_tail, wall)
+        result_file = live.result_file()
+        outcome = judge_exit(
+            ExitFacts(
+                exit_code=exit_code,
+                stop_reason=live.stop_reason,
+                timeout_s=live.process.spec.timeout_s,
+                cli_error=report.error,
+                cli_is_error=report.is_error,
+                result_text=report.result_text,
+                result_file=result_file if result_file is not None else report.result_data,
+                limit=report.limit,
+                stderr_tail=stderr_tail,
+            )
+        )
+        if live.plan_id is None:
+            outcome = self._settle_worktree(live, outcome)
+        for artifact in (live.process.stdout_path, live.process.stderr_path):
+            self.engine.redactor.file(artifact)
+        live.last_output = self.engine.redactor.text(live.last_output)
+        return FinishedExecution(
+            live, redact_outcome(outcome, self.engine.redactor), report, exit_code, result_file
+        )
+
+    def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
+        """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
+        with self.engine.store.read() as session:
+            job = session.get(Job, live.job_id)
+            task = session.get(Task, live.task_key)
+        if job is None or task is None:
+            return outcome
+        succeeded = outcome.kind is OutcomeKind.SUCCEEDED
+        try:
+            merge = self.engine.worktrees.finish(
+                job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded
+            )
+        except WorkspaceError as error:
+            return (
+                Outcome(OutcomeKind.FAILED, error=f"could not merge: {error}")
+                if succeeded
+                else outcome
+            )
+        if merge is None:
+            return outcome
+        if not merge.merged:
+            paths = ", ".join(merge.conflicts) or "unknown paths"
+            return Outcome(
+                OutcomeKind.FAILED,
+                summary=outcome.summary,
+                data=outcome.data,
+                error=f"merge conflict with the job branch in: {paths}",
+            )
+        return replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
+
+    def _record_execution(self, session: Session, exit_: FinishedExecution, now: float) -> None:
+        live, report = exit_.live, exit_.report
+        finish_execution_row(
+            session, live.execution_id, exit_.outcome, exit_code=exit_.exit_code, now=now
+        )
+        session.exec(
+            update(Execution)
+            .where(col(Execution.id) == live.execution_id)
+            .values(
+                session_id=report.session_id,
+                input_tokens=report.input_tokens,
+                output_tokens=report.output_tokens,
+                cost_usd=report.cost_usd,
+                last_output=(live.last_output or live.saved_output or "")[:300] or None,
+            )
+        )
+
+    def on_complete(
+        self, session: Session, live: LiveExecution, outcome: Outcome, now: float
+    ) -> None:
+        if outcome.kind is OutcomeKind.LOST or live.task_key is None:
+            return
+        task = fenced_task(session, live.task_key, live.execution_id)
+        if task is None:
+            return
+        decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+        self._carry_over(session, task, live, outcome, decision, now)
+        apply_outcome(session, task, outcome, now=now, limit_decision=decision)
+        self.engine._dirty_jobs.add(task.job_id)
+
+    def _carry_over(
+        self,
+        session: Session,
+        task: Task,
+        live: LiveExecution,
+        outcome: Outcome,
+        decision: LimitDecision | None,
+        now: float,
+    ) -> None:
+        """Session, memory and pin bookkeeping that outlives this execution."""
+        assignments.remember_session(
+            session,
+            task,
+            live.agent_id,
+            live.provider,
+            live.parser.report.session_id,
+            resumed=bool(live.extra.get("resumed")),
+            failed_for_good=outcome.kind is OutcomeKind.FAILED
+            and task.attempt >= task.max_attempts,
+            now=now,
+        )
+        if outcome.kind is OutcomeKind.SUCCEEDED:
+            assignments.add_memory(session, task, outcome.summary, now)
+        pin = assignments.active_pin(session, task)
+        if decision and decision.swap_to and pin and pin.agent_id != decision.swap_to:
+            assignments.replace_pin(
+                session,
+                task.job_id,
+                task.workstream or "",
+                task.role,
+                decision.swap_to,
+                reason=f"swapped from {pin.agent_id}: {decision.provider} limited",
+                now=now,
+            )
+
+    def _limit_decision(
+        self, session: Session, task: Task, outcome: Outcome, now: float
+    ) -> LimitDecision:
+        signal = outcome.limit
+        assert signal is not None
+        provider = task.provider or signal.provider
+        limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
+        view = dispatch.QueueView([], [], {}, limited_providers(session), {})
+        choice = dispatch.pick_agent(
+            task, view, self.engine.config, Counter(), now, frozenset({provider})
+        )
+        reason = signal.source_text[:200]
+        if isinstance(choice, Selected):
+            return LimitDecision(choice.agent_id, None, provider, reason)
+        return LimitDecision(None, limit.reset_at, provider, reason)
+
+    def save_output(self, now: float) -> None:
+        if not self.engine.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+            return
+        self._last_output_save = now
+        changed = [lv for lv in self.engine.live.values() if lv.last_output != lv.saved_output]
+        if not changed:
+            return
+        with self.engine.store.write() as session:
+            for live in changed:
+                session.exec(
+                    update(Execution)
+                    .where(col(Execution.id) == live.execution_id)
+                    .values(
+                        last_output=self.engine.redactor.text(live.last_output[:300]),
+                        session_id=live.parser.report.session_id,
+                    )
+                )
+                live.saved_output = live.last_output

@@ -1,0 +1,224 @@
+"""Starting agents: pick what may run, claim it, write its artifacts and spawn it.
+
+The decisions come from the pure scheduler and selection modules (via :mod:`dispatch`);
+this module turns a tick's claims into running processes and records them.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from sqlmodel import Session
+
+from relay_engine import assignments, dispatch
+from relay_engine.completion import (
+    fail_or_retry,
+    fenced_task,
+    finish_execution_row,
+    limited_providers,
+)
+from relay_engine.config import AgentConfig
+from relay_engine.context import prompt_context
+from relay_engine.jobs import timeout_for
+from relay_engine.launch import LaunchRequest, adapter_for, build_launch, record_spawn
+from relay_engine.live import LiveExecution
+from relay_engine.model import Job, Task
+from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.prompts import assemble_prompt
+from relay_engine.runner import LaunchError, LaunchSpec, launch
+from relay_engine.selection import NoAgent, Park, Selected
+from relay_engine.states import TaskState
+from relay_engine.taskops import move_task
+from relay_engine.workspace import WorkspaceError
+
+if TYPE_CHECKING:
+    from relay_engine.engine import Engine
+
+
+class Starter:
+    """The dispatch step of the tick, and the one way agent processes are spawned."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._base_env = dict(os.environ)  # copied once: every launch starts from it
+        self._spawner = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix=f"relay-spawn-{engine.id}"
+        )
+
+    def close(self) -> None:
+        self._spawner.shutdown(wait=True)
+
+    def dispatch(self, now: float) -> bool:
+        """Start what may start now: order, capacity, scope locks, agent selection."""
+        capacity = self.engine.config.engine.max_concurrent_agents
+        with self.engine.store.read() as session:
+            limits = limited_providers(session)
+            view = dispatch.read_queue(session, limits)
+            if not view.queued or len(view.running) >= capacity:
+                return False
+            running = dispatch.running_by_agent(session)
+        wanted: list[tuple[Task, Selected]] = []
+        changed = False
+        for task in dispatch.choose(view, capacity):
+            selection = dispatch.pick_agent(task, view, self.engine.config, running, now)
+            if isinstance(selection, Selected):
+                wanted.append((task, selection))
+                running[selection.agent_id] += 1
+            elif isinstance(selection, Park):
+                changed |= self._park_before_launch(task, selection, now)
+            elif isinstance(selection, NoAgent):
+                changed |= self._fail_unassignable(task, selection.reason, now)
+        return self._start(wanted, capacity, now) or changed
+
+    def _start(self, wanted: list[tuple[Task, Selected]], capacity: int, now: float) -> bool:
+        """Claim in one transaction, spawn, then record every start in one more."""
+        if not wanted:
+            return False
+        claims = dispatch.claim_batch(
+            self.engine.store,
+            wanted,
+            engine_id=self.engine.id,
+            capacity=capacity,
+            lease_s=self.engine.config.engine.lease_seconds,
+            now=now,
+        )
+        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
+        failed: list[tuple[dispatch.Claim, str]] = []
+        # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
+        # overlapping them keeps a burst of starts from stalling the loop.
+        for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
+            if isinstance(result, str):
+                failed.append((claim, result))
+            else:
+                started.append((claim, *result))
+        with self.engine.store.write() as session:
+            for claim, live, spec, request in started:
+                record_spawn(session, request, live, spec, now, self.engine.redactor)
+                self._mark_started(session, claim.task.key, claim.execution_id, now)
+            for claim, error in failed:
+                self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
+        return bool(claims)
+
+    def _prepare(
+        self, claim: dispatch.Claim
+    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str:
+        """Build and start one claimed task's agent; the error text when it cannot start."""
+        agent = self.engine.config.agent(claim.selected.agent_id)
+        if agent is None:
+            return f"agent {claim.selected.agent_id} is no longer configured"
+        try:
+            request = self._launch_request(claim.task, agent, claim.execution_id)
+            live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
+            return str(error)
+        return live, spec, request
+
+    def spawn(
+        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
+    ) -> tuple[LiveExecution, LaunchSpec]:
+        """Start the agent process; the caller records it (see :func:`record_spawn`)."""
+        spec = build_launch(self.engine.workspace, request, self._base_env)
+        process = launch(spec, on_exit=self.engine.wake)
+        live = LiveExecution(
+            execution_id=request.execution_id,
+            task_key=task_key,
+            plan_id=plan_id,
+            job_id=request.job_id,
+            agent_id=request.agent.id,
+            provider=request.agent.provider,
+            process=process,
+            parser=adapter_for(request.agent).parser(),
+            extra={"resumed": request.resume_session_id is not None},
+        )
+        self.engine.live[request.execution_id] = live
+        return live, spec
+
+    def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
+        with self.engine.store.read() as session:
+            job = session.get(Job, task.job_id)
+            prompt = assemble_prompt(
+                prompt_context(session, self.engine.workspace, task, job, agent.provider)
+            )
+            resume = assignments.resumable_session(session, task, agent.id)
+        cwd = (
+            self.engine.worktrees.cwd_for(job.repo_path, job.id, task.task_id, job.base_branch)
+            if job
+            else self.engine.workspace
+        )
+        return LaunchRequest(
+            execution_id=execution_id,
+            task_key=task.key,
+            job_id=task.job_id,
+            attempt=task.attempt,
+            prompt=prompt,
+            cwd=cwd,
+            timeout_s=timeout_for(task),
+            agent=agent,
+            sim_script=task.sim,
+            resume_session_id=resume,
+        )
+
+    def _mark_started(self, session: Session, key: str, execution_id: str, now: float) -> None:
+        fenced = fenced_task(session, key, execution_id)
+        if fenced is None:
+            return
+        move_task(
+            session,
+            fenced,
+            TaskState.RUNNING,
+            now=now,
+            kind="task.started",
+            message=f"{fenced.key} started on {fenced.agent} "
+            f"(attempt {fenced.attempt}/{fenced.max_attempts})",
+            started_at=now,
+            data={"agent": fenced.agent, "provider": fenced.provider, "execution": execution_id},
+        )
+
+    def _launch_failed(
+        self, session: Session, key: str, execution_id: str, error: str, now: float
+    ) -> None:
+        fenced = fenced_task(session, key, execution_id)
+        failure = Outcome(OutcomeKind.FAILED, error=error)
+        finish_execution_row(session, execution_id, failure, exit_code=None, now=now)
+        if fenced is not None:
+            fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
+            self.engine._dirty_jobs.add(fenced.job_id)
+
+    def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
+        return self._settle_unclaimed(
+            task.key,
+            TaskState.PARKED,
+            now,
+            kind="task.parked",
+            level="warning",
+            message=f"{task.key} parked before launch: {park.reason}",
+            not_before=park.until,
+            waiting_on_provider=park.provider,
+            parked_at=now,
+            provider=park.provider,
+            data={"provider": park.provider, "until": park.until},
+        )
+
+    def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
+        self.engine._dirty_jobs.add(task.job_id)
+        return self._settle_unclaimed(
+            task.key,
+            TaskState.FAILED,
+            now,
+            kind="task.failed",
+            level="error",
+            message=f"{task.key} cannot run: {reason}",
+            error=reason,
+            finished_at=now,
+        )
+
+    def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
+        """Move a still-unclaimed queued task; False if another engine got to it first."""
+        with self.engine.store.write() as session:
+            fresh = session.get(Task, key)
+            if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+                return False
+            move_task(session, fresh, target, now=now, **change)
+        return True
