@@ -20,10 +20,12 @@ from textual.worker import get_current_worker
 from relay_engine.store import Store
 from relay_tui.data import task_detail
 from relay_tui.messages import OutputTailed
-from relay_tui.screens.main import NARROW_WIDTH, fit_footer
+from relay_tui.screens.main import fit_footer
+
 from relay_tui.widgets.panes import EventLog
 from relay_tui.widgets.style import clock_time, styled
 
+NARROW_WIDTH = 120  # below this the facts and the live output stack
 STDOUT_NAME = "stdout.txt"
 TAIL_BYTES = 16_384
 TAIL_LINES = 200

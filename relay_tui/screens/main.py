@@ -21,7 +21,7 @@ PANES = (
     ("planner-pane", "Planner waves"),
     ("events-pane", "Events"),
 )
-NARROW_WIDTH = 120
+NARROW_WIDTH = 150  # below this the grid's half-width panes cannot show every column
 NARROW_HEIGHT = 34
 COMPACT_FOOTER_WIDTH = 120
 PALETTE_HINT_WIDTH = 100
