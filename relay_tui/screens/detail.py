@@ -21,7 +21,6 @@ from relay_engine.store import Store
 from relay_tui.data import task_detail
 from relay_tui.messages import OutputTailed
 from relay_tui.screens.main import fit_footer
-
 from relay_tui.widgets.panes import EventLog
 from relay_tui.widgets.style import clock_time, styled
 
