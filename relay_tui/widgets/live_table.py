@@ -7,14 +7,27 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.events import Resize, Show
+from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
 Row = tuple[str, Sequence[Any]]
 LazyRow = tuple[str, Callable[[], Sequence[Any]]]
 OFFSCREEN_MARGIN = 4
 """Rows just outside the viewport are kept current too, so a small scroll shows no lag."""
+ROW_CACHES = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
+"""DataTable's render caches that hold a row's content (the others hold order and heights)."""
+KNOWN_CACHES = {*ROW_CACHES, "_offset_cache", "_ordered_row_cache"}
+KNOWN_CACHES |= {"_box_model_cache", "_query_one_cache"}  # Widget's, not DataTable's
+IN_PLACE_INTERNALS = (
+    "_update_count",
+    "_data",
+    "_row_locations",
+    "_column_locations",
+    "_get_offsets",
+)
 
 
 def cell(value: Any) -> Text:
@@ -55,6 +68,79 @@ class LiveTable(DataTable[Any]):
         self._pending: dict[str, Callable[[], Sequence[Any]]] = {}
         self._order: list[str] = []
         self.rebuilds = 0
+        self._dirty_rows: set[RowKey] = set()
+        self._in_place = self._can_update_in_place()
+
+    # -- in-place cell updates ----------------------------------------------------------
+    def _can_update_in_place(self) -> bool:
+        """Whether this Textual's DataTable has the internals ``update_cell`` relies on."""
+        caches = {name for name, value in vars(self).items() if isinstance(value, LRUCache)}
+        return (
+            all(hasattr(self, name) for name in IN_PLACE_INTERNALS)
+            and caches == KNOWN_CACHES
+            and all(hasattr(getattr(self, name), "keys") for name in ROW_CACHES)
+        )
+
+    def update_cell(
+        self,
+        row_key: RowKey | str,
+        column_key: ColumnKey | str,
+        value: Any,
+        *,
+        update_width: bool = False,
+    ) -> None:
+        """Change one cell and repaint only its row, not the whole visible table.
+
+        DataTable.update_cell bumps ``_update_count``, which is part of every render cache
+        key, so one changed cell re-renders every visible cell (tens of ms with 40 rows in
+        view, and a key press waits behind it). Columns here have fixed widths and rows a
+        fixed order and height, so a cell's content affects only its own row. This writes
+        ``_data`` directly, leaves ``_update_count`` alone, repaints the row's region
+        (``refresh_row``) and remembers the row; before the next ``render_line``,
+        ``_evict_dirty_rows`` drops the entries of the caches in ``ROW_CACHES`` that belong
+        to it: keyed by row key (``_cell_render_cache``, ``_row_render_cache``), by row
+        index (``_row_renderable_cache``, key[1]) or by table line (``_line_cache``, key[0],
+        mapped to a row by ``_get_offsets``). ``_offset_cache`` and ``_ordered_row_cache``
+        hold only order and heights, which do not change. Everything else (adding,
+        removing, sorting, resizing, widths) still bumps the count. If these internals are
+        missing, or a DataTable cache this does not know about appears, the stock method
+        runs instead.
+        """
+        key = RowKey(row_key) if isinstance(row_key, str) else row_key
+        row = self.rows.get(key)
+        if not self._in_place or update_width or row is None or row.auto_height:
+            super().update_cell(row_key, column_key, value, update_width=update_width)
+            return
+        column = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+        if column not in self._column_locations:
+            raise CellDoesNotExist(f"No cell exists for row_key={key!r}, column_key={column!r}.")
+        self._data[key][column] = value
+        self._dirty_rows.add(key)
+        self.refresh_row(self._row_locations.get(key))
+
+    def _evict_dirty_rows(self) -> None:
+        """Drop the cached renders of rows whose cells changed (see ``update_cell``)."""
+        rows, self._dirty_rows = self._dirty_rows, set()
+        indexes = {self._row_locations.get(key) for key in rows}
+        for cache, drop in (
+            (self._cell_render_cache, lambda k: k[0] in rows),
+            (self._row_render_cache, lambda k: k[0] in rows),
+            (self._row_renderable_cache, lambda k: k[1] in indexes),
+            (self._line_cache, lambda k: self._line_row(k[0]) in rows),
+        ):
+            for cache_key in [k for k in cache.keys() if drop(k)]:  # noqa: SIM118 - no __iter__
+                cache.discard(cache_key)
+
+    def _line_row(self, y: int) -> RowKey | None:
+        try:
+            return self._get_offsets(y)[0]
+        except (LookupError, IndexError):
+            return None
+
+    def render_line(self, y: int) -> Strip:
+        if self._dirty_rows:
+            self._evict_dirty_rows()
+        return super().render_line(y)
 
     def on_mount(self) -> None:
         for key, label, width in self.COLUMNS:
