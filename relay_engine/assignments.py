@@ -165,7 +165,8 @@ def remember_session(
 
 
 def add_memory(session: Session, task: Task, summary: str | None, now: float) -> None:
-    if not summary:
+    """Note what a workstream's task did, for the prompts of the workstream's next tasks."""
+    if not summary or not task.workstream:
         return
     note = f"{task.task_id}: {summary}"[:MEMORY_NOTE_CHARS]
     session.add(

@@ -24,14 +24,7 @@ def prompt_context(
         DependencyResult(d.task_id, d.title, d.result_summary)
         for d in sorted(deps.values(), key=lambda t: t.task_id)
     ]
-    notes = list(
-        session.exec(
-            select(Memory.note)
-            .where(Memory.job_id == task.job_id, Memory.workstream == (task.workstream or ""))
-            .order_by(col(Memory.id).desc())
-            .limit(MEMORY_NOTES_IN_PROMPT)
-        )
-    )[::-1]
+    notes = _memory_notes(session, task)
     overlays = [
         path.read_text(encoding="utf-8", errors="replace")
         for path in overlay_paths(
@@ -55,3 +48,16 @@ def prompt_context(
         attempt=task.attempt,
         previous_error=task.error,
     )
+
+
+def _memory_notes(session: Session, task: Task) -> list[str]:
+    """The workstream's latest notes, oldest first; a task without a workstream has none."""
+    if not task.workstream:
+        return []
+    query = (
+        select(Memory.note)
+        .where(Memory.job_id == task.job_id, Memory.workstream == task.workstream)
+        .order_by(col(Memory.id).desc())
+        .limit(MEMORY_NOTES_IN_PROMPT)
+    )
+    return list(session.exec(query))[::-1]

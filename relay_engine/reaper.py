@@ -19,7 +19,6 @@ from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
     fenced_task,
-    finish_execution_row,
     limited_providers,
     record_limit,
 )
@@ -120,6 +119,8 @@ class Reaper:
 
     def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
         """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
+        if not self.engine.worktrees.has_tree(live.job_id, live.task_key):
+            return outcome  # the task ran without a worktree: nothing to merge
         with self.engine.store.read() as session:
             job = session.get(Job, live.job_id)
             task = session.get(Task, live.task_key)
@@ -150,13 +151,14 @@ class Reaper:
 
     def _record_execution(self, session: Session, exit_: FinishedExecution, now: float) -> None:
         live, report = exit_.live, exit_.report
-        finish_execution_row(
-            session, live.execution_id, exit_.outcome, exit_code=exit_.exit_code, now=now
-        )
         session.exec(
             update(Execution)
             .where(col(Execution.id) == live.execution_id)
             .values(
+                ended_at=now,
+                exit_code=exit_.exit_code,
+                outcome=exit_.outcome.kind.value,
+                error=exit_.outcome.error,
                 session_id=report.session_id,
                 input_tokens=report.input_tokens,
                 output_tokens=report.output_tokens,
@@ -201,8 +203,10 @@ class Reaper:
         )
         if outcome.kind is OutcomeKind.SUCCEEDED:
             assignments.add_memory(session, task, outcome.summary, now)
+        if not (decision and decision.swap_to):
+            return
         pin = assignments.active_pin(session, task)
-        if decision and decision.swap_to and pin and pin.agent_id != decision.swap_to:
+        if pin and pin.agent_id != decision.swap_to:
             assignments.replace_pin(
                 session,
                 task.job_id,

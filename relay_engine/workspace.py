@@ -180,6 +180,12 @@ class Worktrees:
             return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
         return prepare_task_worktree(repo, self.root, job_id, task_id, base_branch)
 
+    def has_tree(self, job_id: str, task_key: str | None) -> bool:
+        """Whether this task has a worktree to settle (cheap: one stat, no git)."""
+        if task_key is None:
+            return False
+        return (self.root / job_id / task_key.partition("/")[2]).exists()
+
     def finish(
         self, repo_path: str | None, job_id: str, task_id: str, title: str, *, succeeded: bool
     ) -> MergeResult | None:
