@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import ColumnElement, text
 from sqlmodel import Session, col, func, select, update
@@ -36,7 +37,9 @@ CLAIM_LOCK_KEY = 0x72656C6179  # "relay": serialises claims across engines on Po
 
 @dataclass(frozen=True)
 class QueueView:
-    queued: list[Task]
+    """One read of what dispatch decides on."""
+
+    queued: list[Any]  # rows of QUEUE_COLUMNS: unclaimed QUEUED tasks
     running: list[Task]
     jobs: dict[str, Job]
     limits: dict[str, float]
@@ -78,10 +81,21 @@ def _busy_scopes(session: Session) -> list[tuple[str, str | None]]:
     return [(job_id, workstream) for job_id, workstream in session.exec(query)]
 
 
+QUEUE_COLUMNS = (
+    Task.key, Task.job_id, Task.task_id, Task.state, Task.priority, Task.created_at,
+    Task.dependencies, Task.workstream, Task.resumed_at, Task.provider, Task.parked_at,
+    Task.execution_id, Task.role, Task.model_class, Task.pinned_agent,
+)  # fmt: skip
+"""What ordering and agent selection read: plain rows, not ORM objects, since a queue of
+thousands is read on every dispatch."""
+
+
 def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
     queued = list(
         session.exec(
-            select(Task).where(Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None))
+            select(*QUEUE_COLUMNS).where(
+                Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
+            )
         )
     )
     job_ids = sorted({t.job_id for t in queued})

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlmodel import col, select
+from sqlalchemy import or_
+from sqlmodel import Session, col, select
 
 from relay_engine.completion import block_dependents
 from relay_engine.dispatch import task_facts
@@ -16,7 +17,7 @@ from relay_engine.model import Job, ProviderLimit, Task
 from relay_engine.scheduler import readiness
 from relay_engine.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
 from relay_engine.store import Store, record_event
-from relay_engine.taskops import job_tasks, move_task, tasks_by_key
+from relay_engine.taskops import move_task, tasks_by_key
 
 
 def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
@@ -120,17 +121,31 @@ def resume_parked(store: Store, now: float) -> bool:
 
 def finish_jobs(store: Store, job_ids: Iterable[str], now: float) -> bool:
     """Manual jobs whose tasks are all settled end SUCCEEDED or FAILED."""
+    with store.read() as session:
+        done = [job_id for job_id in sorted(job_ids) if _settled_manual_job(session, job_id)]
+    if not done:
+        return False
     changed = False
     with store.write() as session:
-        for job_id in sorted(job_ids):
+        for job_id in done:
             job = session.get(Job, job_id)
-            if job is None or job.state != JobState.ACTIVE or job.mode != "manual":
-                continue
-            active = job_tasks(session, job_id, ACTIVE_TASK_STATES)
-            if any(t.state != TaskState.DRAFT or t.blocked_by is None for t in active):
-                continue
-            changed |= settle_job(session, job, now)
+            if job is not None and _settled_manual_job(session, job_id):
+                changed |= settle_job(session, job, now)
     return changed
+
+
+def _settled_manual_job(session: Session, job_id: str) -> bool:
+    """An active manual job none of whose tasks can still run (blocked drafts cannot)."""
+    job = session.get(Job, job_id)
+    if job is None or job.state != JobState.ACTIVE or job.mode != "manual":
+        return False
+    unsettled = (
+        select(Task.key)
+        .where(Task.job_id == job_id, col(Task.state).in_(list(ACTIVE_TASK_STATES)))
+        .where(or_(Task.state != TaskState.DRAFT, col(Task.blocked_by).is_(None)))
+        .limit(1)
+    )
+    return session.exec(unsettled).first() is None
 
 
 def settle_job(session, job: Job, now: float) -> bool:  # type: ignore[no-untyped-def]
