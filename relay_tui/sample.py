@@ -228,38 +228,36 @@ DOCS_STDOUT = "\n".join(
 )
 
 
-def _fleet_rows() -> list[Any]:
-    """Plans, the limited provider, agents and the event feed.
+def _plan_rows() -> list[Any]:
+    """Billing's round 1 planned wave 1; the operator's manual replan (round 2) superseded it
+    and planned wave 2, which waits at the operator's wave gate."""
+    superseded = Plan(
+        id=1,
+        job_id="billing",
+        round=1,
+        trigger="initial",
+        status="SUPERSEDED",
+        objective_status="in_progress",
+        generated_task_ids=["invoices", "tax"],
+    )
+    replanned = Plan(
+        id=2,
+        job_id="billing",
+        round=2,
+        previous_plan_id=1,
+        trigger="manual",
+        status="SUCCEEDED",
+        guidance="split reports by region",
+        objective_status="in_progress",
+        assessment="Invoices and taxes are in; reports and the export come next.",
+        generated_task_ids=["reports", "export"],
+    )
+    return [superseded, replanned]
 
-    Billing's round 1 planned wave 1; the operator's manual replan (round 2) superseded it
-    and planned wave 2, which waits at the operator's wave gate.
-    """
-    rows: list[Any] = []
-    rows.append(
-        Plan(
-            id=1,
-            job_id="billing",
-            round=1,
-            trigger="initial",
-            status="SUPERSEDED",
-            objective_status="in_progress",
-            generated_task_ids=["invoices", "tax"],
-        )
-    )
-    rows.append(
-        Plan(
-            id=2,
-            job_id="billing",
-            round=2,
-            previous_plan_id=1,
-            trigger="manual",
-            status="SUCCEEDED",
-            guidance="split reports by region",
-            objective_status="in_progress",
-            assessment="Invoices and taxes are in; reports and the export come next.",
-            generated_task_ids=["reports", "export"],
-        )
-    )
+
+def _fleet_rows() -> list[Any]:
+    """Plans, the limited provider, agents and the event feed."""
+    rows: list[Any] = _plan_rows()
     rows.append(
         ProviderLimit(
             provider="claude",
@@ -269,25 +267,15 @@ def _fleet_rows() -> list[Any]:
             detected_at=NOW - 300,
         )
     )
-    for agent, provider in (
-        ("sim-claude", "claude"),
-        ("sim-codex", "codex"),
-        ("sim-gemini", "gemini"),
-    ):
-        rows.append(
-            AgentRecord(id=agent, provider=provider, roles=["implementer", "planner", "tester"])
-        )
-    for offset, job, key, kind, level, message in EVENTS:
-        rows.append(
-            Event(
-                at=NOW + offset,
-                job_id=job,
-                task_key=key,
-                kind=kind,
-                level=level,
-                message=message,
-            )
-        )
+    agents = (("sim-claude", "claude"), ("sim-codex", "codex"), ("sim-gemini", "gemini"))
+    rows += [
+        AgentRecord(id=agent, provider=provider, roles=["implementer", "planner", "tester"])
+        for agent, provider in agents
+    ]
+    rows += [
+        Event(at=NOW + offset, job_id=job, task_key=key, kind=kind, level=level, message=message)
+        for offset, job, key, kind, level, message in EVENTS
+    ]
     return rows
 
 
