@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine.commands import cancel_task
 from relay_engine.jobs import add_tasks
 from relay_engine.model import Execution, Job, Plan, Task
 from relay_engine.planner import (
@@ -35,7 +36,7 @@ from relay_engine.states import (
 )
 from relay_engine.store import record_event
 from relay_engine.taskdefs import TaskDef
-from relay_engine.taskops import job_tasks, move_task
+from relay_engine.taskops import job_tasks
 
 PLAN_MAX_ATTEMPTS = 3
 
@@ -269,16 +270,8 @@ def supersede(session: Session, job: Job, new_round: int, now: float) -> int:
     for task in job_tasks(session, job.id, [TaskState.DRAFT, TaskState.QUEUED, TaskState.PARKED]):
         if task.state == TaskState.QUEUED and task.execution_id:
             continue  # claimed and starting: it runs on like a running task
-        move_task(
-            session,
-            task,
-            TaskState.CANCELLED,
-            now=now,
-            kind="task.cancelled",
-            message=f"{task.key} cancelled: superseded by plan {new_round}",
-            error=f"superseded by plan {new_round}",
-            finished_at=now,
-        )
+        reason = f"superseded by plan {new_round}"
+        cancel_task(session, {"task": task.key, "reason": reason}, now)
         cancelled += 1
     return cancelled
 
