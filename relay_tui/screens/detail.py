@@ -86,7 +86,7 @@ class DetailScreen(Screen[None]):
         self.query_one("#tail").border_title = "Output (live)"
         self.query_one("#task-events").border_title = "Events"
         self.query_one("#executions", DataTable).add_columns(
-            "Execution", "Agent", "Provider", "Try", "Started", "Ended", "Exit", "Outcome"
+            "Run", "Agent", "Try", "Started", "Ended", "Outcome"
         )
         self.reload()
 
@@ -125,15 +125,16 @@ class DetailScreen(Screen[None]):
         table = self.query_one("#executions", DataTable)
         table.clear()
         for ex in executions:
+            outcome = ex.outcome or ""
+            if ex.exit_code not in (None, 0):
+                outcome = f"{outcome} (exit {ex.exit_code})"
             table.add_row(
-                ex.id[:12],
+                ex.id[:8],
                 ex.agent or "",
-                ex.provider or "",
                 str(ex.attempt),
                 clock_time(ex.started_at),
                 clock_time(ex.ended_at) if ex.ended_at else "running",
-                "" if ex.exit_code is None else str(ex.exit_code),
-                ex.outcome or "",
+                outcome,
             )
 
     def _follow(self, task: Any, executions: list[Any]) -> None:
@@ -147,7 +148,7 @@ class DetailScreen(Screen[None]):
         self._tail_source = chosen.artifact_dir
         self._tail_stop.set()
         self._tail_stop = threading.Event()
-        self.query_one("#tail", Log).border_subtitle = f"execution {chosen.id[:12]}"
+        self.query_one("#tail", Log).border_subtitle = f"execution {chosen.id[:8]}"
         self.tail(Path(chosen.artifact_dir) / STDOUT_NAME, chosen.id, self._tail_stop)
 
     @work(thread=True, exclusive=True, group="tail")
