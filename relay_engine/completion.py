@@ -6,6 +6,7 @@ observer ever sees a SUCCEEDED task whose ready dependents are still DRAFT.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
@@ -34,6 +35,14 @@ def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
     """The task, only while this execution still owns it (the fencing check)."""
     query = select(Task).where(Task.key == key, Task.execution_id == execution_id)
     return session.exec(query.with_for_update()).first()
+
+
+def fenced_tasks(session: Session, claims: Mapping[str, str]) -> dict[str, Task]:
+    """:func:`fenced_task` for many executions in one statement: key -> task still owned."""
+    if not claims:
+        return {}
+    query = select(Task).where(col(Task.key).in_(list(claims))).with_for_update()
+    return {t.key: t for t in session.exec(query) if t.execution_id == claims[t.key]}
 
 
 def finish_execution_row(

@@ -18,7 +18,7 @@ from relay_engine import assignments, dispatch
 from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
-    fenced_task,
+    fenced_tasks,
     limited_providers,
     record_limit,
 )
@@ -67,13 +67,16 @@ class Reaper:
                 finished.append(self._judge(live, wall))
         if not finished:
             return False
+        claims = {e.live.task_key: e.live.execution_id for e in finished if e.live.task_key}
         with self.engine.store.write() as session:
+            owned = fenced_tasks(session, claims)
             for exit_ in finished:
                 self._record_execution(session, exit_, now)
                 if exit_.live.plan_id is not None:
                     self.engine.rounds.complete(session, exit_, now)
                 else:
-                    self.on_complete(session, exit_.live, exit_.outcome, now)
+                    task = owned.get(exit_.live.task_key or "")
+                    self.on_complete(session, exit_.live, exit_.outcome, now, task)
         return True
 
     def _fence_check(self) -> None:
@@ -168,12 +171,15 @@ class Reaper:
         )
 
     def on_complete(
-        self, session: Session, live: LiveExecution, outcome: Outcome, now: float
+        self,
+        session: Session,
+        live: LiveExecution,
+        outcome: Outcome,
+        now: float,
+        task: Task | None,
     ) -> None:
-        if outcome.kind is OutcomeKind.LOST or live.task_key is None:
-            return
-        task = fenced_task(session, live.task_key, live.execution_id)
-        if task is None:
+        """Apply the outcome to ``task`` (None when it was taken from this execution)."""
+        if outcome.kind is OutcomeKind.LOST or task is None:
             return
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
         self._carry_over(session, task, live, outcome, decision, now)

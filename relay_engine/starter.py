@@ -16,6 +16,7 @@ from relay_engine import assignments, dispatch
 from relay_engine.completion import (
     fail_or_retry,
     fenced_task,
+    fenced_tasks,
     finish_execution_row,
     limited_providers,
 )
@@ -94,9 +95,10 @@ class Starter:
             else:
                 started.append((claim, *result))
         with self.engine.store.write() as session:
+            owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
             for claim, live, spec, request in started:
                 record_spawn(session, request, live, spec, now, self.engine.redactor)
-                self._mark_started(session, claim.task.key, claim.execution_id, now)
+                self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
         return bool(claims)
@@ -160,8 +162,10 @@ class Starter:
             resume_session_id=resume,
         )
 
-    def _mark_started(self, session: Session, key: str, execution_id: str, now: float) -> None:
-        fenced = fenced_task(session, key, execution_id)
+    def _mark_started(
+        self, session: Session, fenced: Task | None, execution_id: str, now: float
+    ) -> None:
+        """RUNNING, unless the task was taken from this execution meanwhile (``fenced`` None)."""
         if fenced is None:
             return
         move_task(
