@@ -28,6 +28,7 @@ from relay_engine.jobs import JobConflict, split_key, submit_job
 from relay_engine.model import Event
 from relay_engine.status import status_report
 from relay_engine.store import SchemaError, Store
+from relay_engine.timefmt import format_time
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
@@ -177,7 +178,7 @@ def _print_status(store: Store, job_id: str | None) -> None:
         console.print(table)
     for provider in report["providers"]:
         if provider["status"] == "limited":
-            reset = time.strftime("%H:%M:%S", time.localtime(provider["reset_at"] or 0))
+            reset = format_time(provider["reset_at"])
             console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
 
 

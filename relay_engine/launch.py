@@ -7,7 +7,6 @@ so no transaction is ever held open across a process spawn.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from relay_engine.adapters.base import Adapter, InvocationContext
 from relay_engine.config import AgentConfig
 from relay_engine.live import LiveExecution
 from relay_engine.model import Execution
-from relay_engine.redaction import REDACTED, SECRET_NAME, Redactor, secret_values
+from relay_engine.redaction import REDACTED, SECRET_NAME, Redactor
 from relay_engine.runner import LaunchSpec, write_artifact_json, write_artifact_text
 
 
@@ -50,13 +49,12 @@ def adapter_for(agent: AgentConfig) -> Adapter:
 
 
 def build_launch(
-    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str] | None = None
+    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str], redactor: Redactor
 ) -> LaunchSpec:
     """Write prompt.md and prompt-packet.json, and return what the runner should start.
 
-    ``base_env`` is the engine's environment, copied once per engine rather than per launch.
+    ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
     """
-    base_env = os.environ if base_env is None else base_env
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
     result_file = directory / "result.json"
@@ -74,9 +72,8 @@ def build_launch(
     )
     invocation = adapter.build(context)
     env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
-    secrets = secret_values({**request.agent.env, **base_env})
     write_artifact_json(
-        directory, "prompt-packet.json", _packet(request, invocation.argv, env, secrets)
+        directory, "prompt-packet.json", _packet(request, invocation.argv, env, redactor)
     )
     return LaunchSpec(
         execution_id=request.execution_id,
@@ -112,16 +109,14 @@ def _relay_env(request: LaunchRequest, result_file: Path) -> dict[str, str]:
     return env
 
 
-def display_argv(argv: list[str], prompt: str, secrets: list[str]) -> list[str]:
+def display_argv(argv: list[str], prompt: str, redactor: Redactor) -> list[str]:
     """argv as recorded: the prompt (already in prompt.md) shortened, secrets redacted."""
-    redactor = Redactor(secrets)
     return [redactor.text("<prompt.md>" if arg == prompt else arg) for arg in argv]
 
 
 def _packet(
-    request: LaunchRequest, argv: list[str], env: dict[str, str], secrets: list[str]
+    request: LaunchRequest, argv: list[str], env: dict[str, str], redactor: Redactor
 ) -> dict[str, Any]:
-    redactor = Redactor(secrets)
     relay_vars = {k: redactor.text(v) for k, v in env.items() if k.startswith("RELAY_")}
     agent_vars = {
         k: REDACTED if SECRET_NAME.search(k) else redactor.text(v)
@@ -133,7 +128,7 @@ def _packet(
         "attempt": request.attempt,
         "agent": request.agent.id,
         "provider": request.agent.provider,
-        "argv": display_argv(argv, request.prompt, secrets),
+        "argv": display_argv(argv, request.prompt, redactor),
         "cwd": str(request.cwd),
         "timeout_s": request.timeout_s,
         "resume_session_id": request.resume_session_id,
@@ -157,7 +152,7 @@ def record_spawn(
             pid=live.process.pid,
             pgid=live.process.pgid,
             started_at=now,
-            argv=display_argv(spec.argv, request.prompt, redactor.secrets),
+            argv=display_argv(spec.argv, request.prompt, redactor),
             cwd=str(spec.cwd),
             artifact_dir=str(spec.artifact_dir),
         )

@@ -27,7 +27,6 @@ class LiveExecution:
     stop_reason: StopReason | None = None
     last_output: str = ""
     saved_output: str = ""
-    saved_session: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def stop(self, reason: StopReason, grace_s: float) -> None:

@@ -42,10 +42,6 @@ class Outcome:
     diffstat: str | None = None
     commit: str | None = None
 
-    @property
-    def retryable(self) -> bool:
-        return self.kind in (OutcomeKind.FAILED, OutcomeKind.TIMEOUT)
-
 
 @dataclass(frozen=True)
 class ExitFacts:

@@ -27,7 +27,6 @@ from relay_engine.planner import (
 )
 from relay_engine.states import (
     ACTIVE_TASK_STATES,
-    TERMINAL_TASK_STATES,
     JobState,
     PlanState,
     TaskState,
@@ -35,7 +34,6 @@ from relay_engine.states import (
     check_plan,
 )
 from relay_engine.store import record_event
-from relay_engine.taskdefs import TaskDef
 from relay_engine.taskops import job_tasks
 
 PLAN_MAX_ATTEMPTS = 3
@@ -52,7 +50,6 @@ class JobFacts:
     latest_objective: str | None
     children_stored: bool
     active_tasks: int  # queued, running, parked, or draft and not blocked
-    latest_error: str | None = None
 
 
 def next_step(facts: JobFacts) -> str:
@@ -74,10 +71,6 @@ def next_step(facts: JobFacts) -> str:
     if facts.rounds >= facts.max_rounds:
         return "exhausted"
     return "continue"
-
-
-def is_planned(job: Job) -> bool:
-    return job.mode == "autonomous"
 
 
 def latest_plan(session: Session, job_id: str) -> Plan | None:
@@ -109,7 +102,6 @@ def job_facts(session: Session, job: Job) -> JobFacts:
         latest_objective=plan.objective_status if plan else None,
         children_stored=plan.children_stored if plan else False,
         active_tasks=len(active),
-        latest_error=plan.error if plan else None,
     )
 
 
@@ -432,24 +424,3 @@ def claim_plan(
         )
     )
     return True
-
-
-def settled(tasks: Sequence[Task]) -> bool:
-    return all(t.state in TERMINAL_TASK_STATES or t.blocked_by for t in tasks)
-
-
-__all__ = [
-    "TaskDef",
-    "accept_result",
-    "approve_wave",
-    "build_planner_prompt",
-    "claim_plan",
-    "gated_keys",
-    "install_plan",
-    "job_facts",
-    "next_step",
-    "open_round",
-    "reject_attempt",
-    "replan",
-    "store_children",
-]

@@ -121,7 +121,7 @@ class Starter:
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
     ) -> tuple[LiveExecution, LaunchSpec]:
         """Start the agent process; the caller records it (see :func:`record_spawn`)."""
-        spec = build_launch(self.engine.workspace, request, self._base_env)
+        spec = build_launch(self.engine.workspace, request, self._base_env, self.engine.redactor)
         process = launch(spec, on_exit=self.engine.wake)
         live = LiveExecution(
             execution_id=request.execution_id,

@@ -134,7 +134,7 @@ class RelayApp(App[None]):
         :data:`BUSY_SHARE` of the UI's time allows.
         """
         worker = get_current_worker()
-        projection = Projection(self.store, self.clock)
+        projection = Projection(self.store)
         while not (worker.is_cancelled or self._reader_stop.is_set()):
             started = time.monotonic()
             while not self._consumed.wait(0.25):

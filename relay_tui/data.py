@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -24,8 +24,6 @@ from relay_engine.store import Store
 FULL_RELOAD_SECONDS = 30.0
 EVENT_BATCH = 5000
 EVENT_LOG_SIZE = 500
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-DONE = frozenset({"SUCCEEDED"})
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,6 @@ class PlanView:
     status: str
     objective_status: str | None
     assessment: str | None
-    generated: int
 
 
 @dataclass(frozen=True)
@@ -176,14 +173,10 @@ class Snapshot:
     structure_changed: bool
     first: bool
     last_event_id: int
-    loaded_at: float
     previous_states: Mapping[str, str] = field(default_factory=dict)
     job_progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """job id -> (succeeded, total) tasks, counted here so the UI thread never walks 5,000."""
     state_counts: Mapping[str, int] = field(default_factory=dict)
-
-    def tasks_of(self, job_id: str) -> list[TaskView]:
-        return [t for t in self.tasks.values() if t.job_id == job_id]
 
     def provider(self, name: str | None) -> ProviderView | None:
         return next((p for p in self.providers if p.provider == name), None)
@@ -204,9 +197,8 @@ def _event_view(row: Event) -> EventView:
 class Projection:
     """Incrementally mirrors the database; one instance per reader thread."""
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.clock = clock
         self.last_event_id = 0
         self._tasks: dict[str, TaskView] = {}
         self._loaded_once = False
@@ -245,7 +237,6 @@ class Projection:
             structure_changed=structure or first,
             first=first,
             last_event_id=self.last_event_id,
-            loaded_at=self.clock(),
             previous_states={
                 k: v.state for k, v in before.items() if v is not None and k in changed
             },
@@ -335,7 +326,6 @@ def _plans(session: Session) -> Iterable[PlanView]:
             status=str(row.status),
             objective_status=row.objective_status,
             assessment=row.assessment,
-            generated=len(row.generated_task_ids or ()),
         )
 
 

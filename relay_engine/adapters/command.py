@@ -16,7 +16,6 @@ from relay_engine.adapters.base import (
     relay_env,
 )
 
-PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{result_file}", "{cwd}")
 _PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|result_file|cwd)\}")
 
 

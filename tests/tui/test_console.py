@@ -172,7 +172,7 @@ async def test_console_follows_changes_written_by_others(tmp_path: Path) -> None
 def test_projection_reloads_only_what_events_name(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
     store = Store(url)
-    projection = Projection(store, frozen_clock)
+    projection = Projection(store)
     first = projection.load()
     assert first.first and len(first.tasks) == 11
     with store.write() as session:
