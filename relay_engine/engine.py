@@ -8,8 +8,9 @@ and each process exit wakes the loop at once.
 
 The tick's steps live with their state: :class:`~relay_engine.starter.Starter` claims and
 spawns, :class:`~relay_engine.reaper.Reaper` reads output and records exits,
-:class:`~relay_engine.rounds.PlannerRounds` drives planned jobs; this module owns the loop,
-the configuration, heartbeats and recovery.
+:class:`~relay_engine.rounds.PlannerRounds` drives planned jobs. They share an
+:class:`~relay_engine.runtime.EngineRuntime` (store, config, live processes), never the engine
+itself; this module owns the loop, the configuration, heartbeats and recovery.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from relay_engine.outcomes import (
 from relay_engine.planning import gated_keys
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.reaper import Reaper
-from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
-from relay_engine.redaction import Redactor
-from relay_engine.registry import kill_orphan, mark_stopped, owner_facts, register_engine, this_host
+from relay_engine.recovery import ClaimFacts
+from relay_engine.registry import kill_orphan, mark_stopped, register_engine, this_host
 from relay_engine.rounds import PlannerRounds
+from relay_engine.runtime import EngineRuntime
 from relay_engine.starter import Starter
 from relay_engine.states import JobState, TaskState
 from relay_engine.store import Store, record_event
@@ -69,12 +70,10 @@ class Engine:
     ) -> None:
         self.workspace = workspace.resolve()
         self.store = store or Store.for_workspace(self.workspace)
-        self.config = config or load_config(self.workspace)
         self.role = role
         self.clock = clock
         self.id = f"{role}-{uuid.uuid4().hex[:10]}"
         self.host = this_host()
-        self.live: dict[str, LiveExecution] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._release_on_stop = True
@@ -83,16 +82,30 @@ class Engine:
         self._registered = False
         self._last_heartbeat = 0.0
         self._last_db_ok = clock()
-        self._dirty_jobs: set[str] = set()
-        self.rounds = PlannerRounds(self)
-        self.starter = Starter(self)
-        self.reaper = Reaper(self)
-        self.worktrees = Worktrees(self.workspace)
-        self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
+        self.runtime = EngineRuntime(
+            engine_id=self.id,
+            host=self.host,
+            workspace=self.workspace,
+            store=self.store,
+            config=config or load_config(self.workspace),
+            wake=self.wake,
+            worktrees=Worktrees(self.workspace),
+        )
+        self.starter = Starter(self.runtime)
+        self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
+        self.reaper = Reaper(self.runtime, plans=self.rounds)
         self._config_changed = threading.Event()
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
+
+    @property
+    def config(self) -> RelayConfig:
+        return self.runtime.config
+
+    @property
+    def live(self) -> dict[str, LiveExecution]:
+        return self.runtime.live
 
     # -- public API ------------------------------------------------------------------
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -179,8 +192,7 @@ class Engine:
         if stamp == self._config_seen:
             return False
         self._config_seen = stamp
-        error = reload_config(self)
-        self.redactor = Redactor.for_agents(a.env for a in self.config.agents)
+        error = reload_config(self.runtime)
         with self.store.write() as session:
             if error:
                 record_event(
@@ -323,22 +335,6 @@ class Engine:
                     .values(lease_expires_at=lease_until)
                 )
 
-    def lost_claims(self, claims: list[ClaimFacts], now: float) -> list[Recovery]:
-        """Claims whose runner is gone (dead engine, silent host) or whose lease expired."""
-        if not claims:
-            return []
-        with self.store.read() as session:
-            owners = owner_facts(session, {c.owner or "" for c in claims}, self.host)
-        return decide_recoveries(
-            claims,
-            owners,
-            my_engine=self.id,
-            my_live=frozenset(self.live),
-            my_host=self.host,
-            now=now,
-            ttl=self.config.engine.lease_seconds,
-        )
-
     def _recover(self, now: float) -> bool:
         with self.store.read() as session:
             claims = [
@@ -352,7 +348,7 @@ class Engine:
                 )
                 for t in dispatch.busy_tasks(session)
             ]
-        decisions = self.lost_claims(claims, now)
+        decisions = self.runtime.lost_claims(claims, now)
         for decision in decisions:
             if decision.kill_local_group:
                 kill_orphan(self.store, decision.execution_id)
@@ -376,24 +372,25 @@ class Engine:
                 level="warning",
             )
             fail_or_retry(session, task, reason, now=now)
-            self._dirty_jobs.add(task.job_id)
+            self.runtime.settle_later(task.job_id)
 
     def _settle_all_jobs(self) -> None:
         """Settle every active job, including ones another engine finished the work of."""
         with self.store.read() as session:
             active = session.exec(select(Job.id).where(Job.state == JobState.ACTIVE)).all()
-        self._dirty_jobs.update(active)
+        self.runtime.dirty_jobs.update(active)
         self._finish_jobs(self.clock())
 
     def _finish_jobs(self, now: float) -> bool:
-        dirty, self._dirty_jobs = self._dirty_jobs, set()
+        dirty = set(self.runtime.dirty_jobs)
+        self.runtime.dirty_jobs.clear()
         return finish_jobs(self.store, dirty, now) if dirty else False
 
 
-def reload_config(engine: Engine) -> str | None:
+def reload_config(runtime: EngineRuntime) -> str | None:
     """Re-read relay.toml; keep the last good config and say why when it is invalid."""
     try:
-        engine.config = load_config(engine.workspace)
+        runtime.use_config(load_config(runtime.workspace))
     except ConfigError as error:
         return str(error)
     return None

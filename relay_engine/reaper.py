@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sqlmodel import Session, col, select, update
 
@@ -32,11 +31,10 @@ from relay_engine.outcomes import (
     judge_exit,
     redact_outcome,
 )
+from relay_engine.rounds import PlannerRounds
+from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
 from relay_engine.workspace import WorkspaceError
-
-if TYPE_CHECKING:
-    from relay_engine.engine import Engine
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
 
@@ -44,36 +42,37 @@ OUTPUT_SAVE_INTERVAL_S = 1.0
 class Reaper:
     """The reap step of the tick: the engine's live processes, from output to outcome."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, runtime: EngineRuntime, *, plans: PlannerRounds) -> None:
+        self.runtime = runtime
+        self.plans = plans
         self._last_output_save = 0.0
 
     def reap(self, now: float, *, fence: bool = True) -> bool:
         """Pump live output, stop what must stop, and write down every exit in one go."""
-        if not self.engine.live:
+        if not self.runtime.live:
             return False
         if fence:
             self._fence_check()
         wall = datetime.now().astimezone()
         finished = []
-        for live in list(self.engine.live.values()):
+        for live in list(self.runtime.live.values()):
             report = live.pump(wall)
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
             if live.process.timed_out(now) and live.stop_reason is None:
-                live.stop(StopReason.TIMEOUT, self.engine.config.engine.cancel_grace_seconds)
+                live.stop(StopReason.TIMEOUT, self.runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
-                del self.engine.live[live.execution_id]
+                del self.runtime.live[live.execution_id]
                 finished.append(self._judge(live, wall))
         if not finished:
             return False
         claims = {e.live.task_key: e.live.execution_id for e in finished if e.live.task_key}
-        with self.engine.store.write() as session:
+        with self.runtime.store.write() as session:
             owned = fenced_tasks(session, claims)
             for exit_ in finished:
                 self._record_execution(session, exit_, now)
                 if exit_.live.plan_id is not None:
-                    self.engine.rounds.complete(session, exit_, now)
+                    self.plans.complete(session, exit_, now)
                 else:
                     task = owned.get(exit_.live.task_key or "")
                     self.on_complete(session, exit_.live, exit_.outcome, now, task)
@@ -81,15 +80,15 @@ class Reaper:
 
     def _fence_check(self) -> None:
         """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
-        with self.engine.store.read() as session:
-            mine = list(self.engine.live)
+        with self.runtime.store.read() as session:
+            mine = list(self.runtime.live)
             owned = set(
                 session.exec(select(Task.execution_id).where(col(Task.execution_id).in_(mine)))
             )
-            owned |= self.engine.rounds.owned_executions(session, mine)
-        for execution_id, live in self.engine.live.items():
+            owned |= self.plans.owned_executions(session, mine)
+        for execution_id, live in self.runtime.live.items():
             if execution_id not in owned and live.stop_reason is None:
-                live.stop(StopReason.LOST, self.engine.config.engine.cancel_grace_seconds)
+                live.stop(StopReason.LOST, self.runtime.config.engine.cancel_grace_seconds)
 
     def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
         """What the exit means, with the task's work merged (or not) into the job branch."""
@@ -114,24 +113,24 @@ class Reaper:
         if live.plan_id is None:
             outcome = self._settle_worktree(live, outcome)
         for artifact in (live.process.stdout_path, live.process.stderr_path):
-            self.engine.redactor.file(artifact)
-        live.last_output = self.engine.redactor.text(live.last_output)
+            self.runtime.redactor.file(artifact)
+        live.last_output = self.runtime.redactor.text(live.last_output)
         return FinishedExecution(
-            live, redact_outcome(outcome, self.engine.redactor), report, exit_code, result_file
+            live, redact_outcome(outcome, self.runtime.redactor), report, exit_code, result_file
         )
 
     def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
         """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
-        if not self.engine.worktrees.has_tree(live.job_id, live.task_key):
+        if not self.runtime.worktrees.has_tree(live.job_id, live.task_key):
             return outcome  # the task ran without a worktree: nothing to merge
-        with self.engine.store.read() as session:
+        with self.runtime.store.read() as session:
             job = session.get(Job, live.job_id)
             task = session.get(Task, live.task_key)
         if job is None or task is None:
             return outcome
         succeeded = outcome.kind is OutcomeKind.SUCCEEDED
         try:
-            merge = self.engine.worktrees.finish(
+            merge = self.runtime.worktrees.finish(
                 job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded
             )
         except WorkspaceError as error:
@@ -184,7 +183,7 @@ class Reaper:
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
         self._carry_over(session, task, live, outcome, decision, now)
         apply_outcome(session, task, outcome, now=now, limit_decision=decision)
-        self.engine._dirty_jobs.add(task.job_id)
+        self.runtime.settle_later(task.job_id)
 
     def _carry_over(
         self,
@@ -232,7 +231,7 @@ class Reaper:
         limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
         view = dispatch.QueueView([], [], {}, limited_providers(session), {})
         choice = dispatch.pick_agent(
-            task, view, self.engine.config, Counter(), now, frozenset({provider})
+            task, view, self.runtime.config, Counter(), now, frozenset({provider})
         )
         reason = signal.source_text[:200]
         if isinstance(choice, Selected):
@@ -240,19 +239,19 @@ class Reaper:
         return LimitDecision(None, limit.reset_at, provider, reason)
 
     def save_output(self, now: float) -> None:
-        if not self.engine.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+        if not self.runtime.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
             return
         self._last_output_save = now
-        changed = [lv for lv in self.engine.live.values() if lv.last_output != lv.saved_output]
+        changed = [lv for lv in self.runtime.live.values() if lv.last_output != lv.saved_output]
         if not changed:
             return
-        with self.engine.store.write() as session:
+        with self.runtime.store.write() as session:
             for live in changed:
                 session.exec(
                     update(Execution)
                     .where(col(Execution.id) == live.execution_id)
                     .values(
-                        last_output=self.engine.redactor.text(live.last_output[:300]),
+                        last_output=self.runtime.redactor.text(live.last_output[:300]),
                         session_id=live.parser.report.session_id,
                     )
                 )

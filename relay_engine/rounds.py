@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from sqlmodel import Session, col, select
 
@@ -12,7 +12,7 @@ from relay_engine import dispatch
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
 from relay_engine.gates import advance_assess_gate
 from relay_engine.launch import LaunchRequest, record_spawn
-from relay_engine.live import FinishedExecution
+from relay_engine.live import FinishedExecution, LiveExecution
 from relay_engine.model import Job, Plan, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planner import PlanAccepted, validate_planner_output
@@ -30,13 +30,11 @@ from relay_engine.planning import (
 )
 from relay_engine.recovery import ClaimFacts
 from relay_engine.registry import kill_orphan
-from relay_engine.runner import LaunchError
+from relay_engine.runner import LaunchError, LaunchSpec
+from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
 from relay_engine.states import JobState, PlanState
 from relay_engine.store import record_event
-
-if TYPE_CHECKING:
-    from relay_engine.engine import Engine
 
 PLANNER_TIMEOUT_S = 30 * 60
 
@@ -44,11 +42,14 @@ PLANNER_TIMEOUT_S = 30 * 60
 class PlannerRounds:
     """Drives every autonomous job: open rounds, run planners, store their children."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self, runtime: EngineRuntime, *, spawn: Callable[..., tuple[LiveExecution, LaunchSpec]]
+    ) -> None:
+        self.runtime = runtime
+        self.spawn = spawn
 
     def tick(self, now: float) -> bool:
-        store = self.engine.store
+        store = self.runtime.store
         changed = self._recover(now)
         with store.write() as session:
             jobs = session.exec(
@@ -86,7 +87,7 @@ class PlannerRounds:
 
     # -- planner executions ---------------------------------------------------------------
     def _start_planners(self, now: float) -> bool:
-        with self.engine.store.read() as session:
+        with self.runtime.store.read() as session:
             waiting = session.exec(
                 select(Plan).where(
                     Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_(None)
@@ -99,16 +100,16 @@ class PlannerRounds:
         return started
 
     def _start(self, plan: Plan, limits: dict[str, float], now: float) -> bool:
-        engine = self.engine
+        runtime = self.runtime
         view = dispatch.QueueView([], [], {}, limits, {})
         probe = _PlannerTask(plan.job_id)
-        choice = dispatch.pick_agent(probe, view, engine.config, Counter(), now)  # type: ignore[arg-type]
+        choice = dispatch.pick_agent(probe, view, runtime.config, Counter(), now)  # type: ignore[arg-type]
         if not isinstance(choice, Selected):
             return False
-        agent = engine.config.agent(choice.agent_id)
+        agent = runtime.config.agent(choice.agent_id)
         assert agent is not None
         execution_id = uuid.uuid4().hex
-        with engine.store.write() as session:
+        with runtime.store.write() as session:
             fresh = session.get(Plan, plan.id)
             job = session.get(Job, plan.job_id)
             if (
@@ -117,23 +118,23 @@ class PlannerRounds:
                 or not claim_plan(
                     session,
                     fresh,
-                    engine_id=engine.id,
+                    engine_id=runtime.engine_id,
                     execution_id=execution_id,
                     agent_id=agent.id,
                     provider=agent.provider,
-                    lease_s=engine.config.engine.lease_seconds,
+                    lease_s=runtime.config.engine.lease_seconds,
                     now=now,
                 )
             ):
                 return False
-            prompt = build_planner_prompt(session, job, fresh, sorted(engine.config.roles))
+            prompt = build_planner_prompt(session, job, fresh, sorted(runtime.config.roles))
             request = LaunchRequest(
                 execution_id=execution_id,
                 task_key=f"{job.id}/plan-{fresh.round}",
                 job_id=job.id,
                 attempt=fresh.attempt,
                 prompt=prompt,
-                cwd=engine.workspace,
+                cwd=runtime.workspace,
                 timeout_s=PLANNER_TIMEOUT_S,
                 agent=agent,
                 sim_script=job.sim,
@@ -148,12 +149,12 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            live, spec = engine.starter.spawn(request, task_key=None, plan_id=plan.id)
+            live, spec = self.spawn(request, task_key=None, plan_id=plan.id)
         except (LaunchError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True
-        with engine.store.write() as session:
-            record_spawn(session, request, live, spec, now, engine.redactor)
+        with runtime.store.write() as session:
+            record_spawn(session, request, live, spec, now, runtime.redactor)
         return True
 
     def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
@@ -177,7 +178,7 @@ class PlannerRounds:
         verdict = validate_planner_output(
             raw,
             existing_task_ids=_task_ids(session, plan.job_id),
-            known_roles=self.engine.config.roles,
+            known_roles=self.runtime.config.roles,
         )
         if not isinstance(verdict, PlanAccepted):
             reject_attempt(session, plan, verdict.reason, now)
@@ -190,7 +191,7 @@ class PlannerRounds:
     def _fail_attempt(
         self, plan_id: int | None, execution_id: str, reason: str, now: float
     ) -> None:
-        with self.engine.store.write() as session:
+        with self.runtime.store.write() as session:
             plan = _fenced_plan(session, plan_id, execution_id)
             finish_execution_row(
                 session,
@@ -203,13 +204,13 @@ class PlannerRounds:
                 reject_attempt(session, plan, reason, now)
 
     def _recover(self, now: float) -> bool:
-        with self.engine.store.read() as session:
+        with self.runtime.store.read() as session:
             claimed = session.exec(
                 select(Plan).where(
                     Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_not(None)
                 )
             ).all()
-        decisions = self.engine.lost_claims(
+        decisions = self.runtime.lost_claims(
             [
                 ClaimFacts(
                     str(p.id),
@@ -225,7 +226,7 @@ class PlannerRounds:
         )
         for decision in decisions:
             if decision.kill_local_group:
-                kill_orphan(self.engine.store, decision.execution_id)
+                kill_orphan(self.runtime.store, decision.execution_id)
             self._fail_attempt(int(decision.key), decision.execution_id, decision.reason, now)
         return bool(decisions)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlmodel import Session
 
@@ -29,23 +29,21 @@ from relay_engine.model import Job, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.prompts import assemble_prompt
 from relay_engine.runner import LaunchError, LaunchSpec, launch
+from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.taskops import move_task
 from relay_engine.workspace import WorkspaceError
 
-if TYPE_CHECKING:
-    from relay_engine.engine import Engine
-
 
 class Starter:
     """The dispatch step of the tick, and the one way agent processes are spawned."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, runtime: EngineRuntime) -> None:
+        self.runtime = runtime
         self._base_env = dict(os.environ)  # copied once: every launch starts from it
         self._spawner = ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix=f"relay-spawn-{engine.id}"
+            max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
 
     def close(self) -> None:
@@ -53,8 +51,8 @@ class Starter:
 
     def dispatch(self, now: float) -> bool:
         """Start what may start now: order, capacity, scope locks, agent selection."""
-        capacity = self.engine.config.engine.max_concurrent_agents
-        with self.engine.store.read() as session:
+        capacity = self.runtime.config.engine.max_concurrent_agents
+        with self.runtime.store.read() as session:
             limits = limited_providers(session)
             view = dispatch.read_queue(session, limits)
             if not view.queued or len(view.running) >= capacity:
@@ -63,7 +61,7 @@ class Starter:
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         for task in dispatch.choose(view, capacity):
-            selection = dispatch.pick_agent(task, view, self.engine.config, running, now)
+            selection = dispatch.pick_agent(task, view, self.runtime.config, running, now)
             if isinstance(selection, Selected):
                 wanted.append((task, selection))
                 running[selection.agent_id] += 1
@@ -78,11 +76,11 @@ class Starter:
         if not wanted:
             return False
         claims = dispatch.claim_batch(
-            self.engine.store,
+            self.runtime.store,
             wanted,
-            engine_id=self.engine.id,
+            engine_id=self.runtime.engine_id,
             capacity=capacity,
-            lease_s=self.engine.config.engine.lease_seconds,
+            lease_s=self.runtime.config.engine.lease_seconds,
             now=now,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
@@ -94,10 +92,10 @@ class Starter:
                 failed.append((claim, result))
             else:
                 started.append((claim, *result))
-        with self.engine.store.write() as session:
+        with self.runtime.store.write() as session:
             owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
             for claim, live, spec, request in started:
-                record_spawn(session, request, live, spec, now, self.engine.redactor)
+                record_spawn(session, request, live, spec, now, self.runtime.redactor)
                 self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
@@ -107,7 +105,7 @@ class Starter:
         self, claim: dispatch.Claim
     ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str:
         """Build and start one claimed task's agent; the error text when it cannot start."""
-        agent = self.engine.config.agent(claim.selected.agent_id)
+        agent = self.runtime.config.agent(claim.selected.agent_id)
         if agent is None:
             return f"agent {claim.selected.agent_id} is no longer configured"
         try:
@@ -121,8 +119,8 @@ class Starter:
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
     ) -> tuple[LiveExecution, LaunchSpec]:
         """Start the agent process; the caller records it (see :func:`record_spawn`)."""
-        spec = build_launch(self.engine.workspace, request, self._base_env, self.engine.redactor)
-        process = launch(spec, on_exit=self.engine.wake)
+        spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
+        process = launch(spec, on_exit=self.runtime.wake)
         live = LiveExecution(
             execution_id=request.execution_id,
             task_key=task_key,
@@ -134,20 +132,20 @@ class Starter:
             parser=adapter_for(request.agent).parser(),
             extra={"resumed": request.resume_session_id is not None},
         )
-        self.engine.live[request.execution_id] = live
+        self.runtime.live[request.execution_id] = live
         return live, spec
 
     def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
-        with self.engine.store.read() as session:
+        with self.runtime.store.read() as session:
             job = session.get(Job, task.job_id)
             prompt = assemble_prompt(
-                prompt_context(session, self.engine.workspace, task, job, agent.provider)
+                prompt_context(session, self.runtime.workspace, task, job, agent.provider)
             )
             resume = assignments.resumable_session(session, task, agent.id)
         cwd = (
-            self.engine.worktrees.cwd_for(job.repo_path, job.id, task.task_id, job.base_branch)
+            self.runtime.worktrees.cwd_for(job.repo_path, job.id, task.task_id, job.base_branch)
             if job
-            else self.engine.workspace
+            else self.runtime.workspace
         )
         return LaunchRequest(
             execution_id=execution_id,
@@ -188,7 +186,7 @@ class Starter:
         finish_execution_row(session, execution_id, failure, exit_code=None, now=now)
         if fenced is not None:
             fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
-            self.engine._dirty_jobs.add(fenced.job_id)
+            self.runtime.settle_later(fenced.job_id)
 
     def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
         return self._settle_unclaimed(
@@ -206,7 +204,7 @@ class Starter:
         )
 
     def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
-        self.engine._dirty_jobs.add(task.job_id)
+        self.runtime.settle_later(task.job_id)
         return self._settle_unclaimed(
             task.key,
             TaskState.FAILED,
@@ -220,7 +218,7 @@ class Starter:
 
     def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
         """Move a still-unclaimed queued task; False if another engine got to it first."""
-        with self.engine.store.write() as session:
+        with self.runtime.store.write() as session:
             fresh = session.get(Task, key)
             if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
                 return False

@@ -1,0 +1,65 @@
+"""What the tick's steps share with the engine that runs them.
+
+The starter, the reaper and the planner rounds each need a few of the engine's facts
+(its id, store, workspace, current config, live processes) and a way to tell it a job
+needs settling. They get exactly that, not the :class:`~relay_engine.engine.Engine`:
+the steps stay readable on their own and nothing imports the engine back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from relay_engine.config import RelayConfig
+from relay_engine.live import LiveExecution
+from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
+from relay_engine.redaction import Redactor
+from relay_engine.registry import owner_facts
+from relay_engine.store import Store
+from relay_engine.workspace import Worktrees
+
+
+@dataclass
+class EngineRuntime:
+    """One engine's shared, mutable state. ``config`` and ``redactor`` change on reload."""
+
+    engine_id: str
+    host: str
+    workspace: Path
+    store: Store
+    config: RelayConfig
+    wake: Callable[..., None]
+    worktrees: Worktrees
+    redactor: Redactor = field(init=False)
+    live: dict[str, LiveExecution] = field(default_factory=dict)
+    dirty_jobs: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.use_config(self.config)
+
+    def use_config(self, config: RelayConfig) -> None:
+        """Adopt a (re)loaded config and the secret values its agents' env holds."""
+        self.config = config
+        self.redactor = Redactor.for_agents(a.env for a in config.agents)
+
+    def settle_later(self, job_id: str) -> None:
+        """The job's tasks changed: the next tick decides whether the job is finished."""
+        self.dirty_jobs.add(job_id)
+
+    def lost_claims(self, claims: list[ClaimFacts], now: float) -> list[Recovery]:
+        """Claims whose runner is gone (dead engine, silent host) or whose lease expired."""
+        if not claims:
+            return []
+        with self.store.read() as session:
+            owners = owner_facts(session, {c.owner or "" for c in claims}, self.host)
+        return decide_recoveries(
+            claims,
+            owners,
+            my_engine=self.engine_id,
+            my_live=frozenset(self.live),
+            my_host=self.host,
+            now=now,
+            ttl=self.config.engine.lease_seconds,
+        )
