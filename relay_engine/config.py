@@ -9,9 +9,9 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CONFIG_FILE = "relay.toml"
 PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
@@ -22,6 +22,15 @@ class ConfigError(ValueError):
     """relay.toml could not be used; the message names the file and every bad field."""
 
 
+def _names_executable(argv: tuple[str, ...]) -> tuple[str, ...]:
+    if not argv or not argv[0]:
+        raise ValueError("command must name an executable")
+    return argv
+
+
+Argv = Annotated[tuple[str, ...], AfterValidator(_names_executable)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -30,6 +39,8 @@ class NotificationConfig(_Strict):
     bell: bool = True
     toast: bool = True
     on: tuple[str, ...] = ("task.failed", "job.finished", "provider.recovered")
+    webhook: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    command: Argv | None = None
 
 
 class EngineConfig(_Strict):
@@ -50,7 +61,7 @@ class AgentConfig(_Strict):
     max_concurrent: int | None = Field(default=None, ge=1)
     env: dict[str, str] = Field(default_factory=dict)
     tools: tuple[str, ...] = ()
-    command: tuple[str, ...] | None = None
+    command: Argv | None = None
 
     @field_validator("roles")
     @classmethod
@@ -58,13 +69,6 @@ class AgentConfig(_Strict):
         if not roles:
             raise ValueError("an agent needs at least one role")
         return roles
-
-    @field_validator("command")
-    @classmethod
-    def _command_not_empty(cls, command: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if command is not None and not command:
-            raise ValueError("command must name an executable")
-        return command
 
 
 class RelayConfig(_Strict):

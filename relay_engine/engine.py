@@ -36,6 +36,7 @@ from relay_engine.config import CONFIG_FILE, ConfigError, RelayConfig, load_conf
 from relay_engine.handlers import HANDLERS
 from relay_engine.live import LiveExecution
 from relay_engine.model import EngineRecord, Job, Plan, Task
+from relay_engine.notify import Notifier
 from relay_engine.outcomes import (
     Outcome,
     OutcomeKind,
@@ -94,6 +95,7 @@ class Engine:
         self.starter = Starter(self.runtime)
         self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
         self.reaper = Reaper(self.runtime, plans=self.rounds)
+        self.notifier = Notifier(self.store, lambda: self.runtime.config.notifications)
         self._config_changed = threading.Event()
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
@@ -155,6 +157,7 @@ class Engine:
             self._registered = True
             self._sync_agents()
             self._watch_config()
+            self.notifier.start()
             self._settle_all_jobs()
 
     def _watch_config(self) -> None:
@@ -231,6 +234,7 @@ class Engine:
         self.starter.close()
         if self._registered:
             mark_stopped(self.store, self.id, now=now)
+            self.notifier.stop()
         self._publish()
 
     # -- the tick --------------------------------------------------------------------
@@ -307,6 +311,7 @@ class Engine:
         return all(state in ("SUCCEEDED", "MERGED") for state in states)
 
     def _publish(self) -> None:
+        self.notifier.wake()
         for callback in list(self._subscribers):
             try:
                 callback()

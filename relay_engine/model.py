@@ -261,3 +261,12 @@ class Memory(SQLModel, table=True):
     note: str = _text()
     task_key: str | None = None
     created_at: float = 0.0
+
+
+class NotifyCursor(SQLModel, table=True):
+    """How far each notification destination has been sent, shared by every engine."""
+
+    __tablename__ = "relay_notify_cursor"
+    destination: str = Field(primary_key=True)
+    last_event_id: int = 0
+    updated_at: float = 0.0

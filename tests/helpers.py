@@ -52,9 +52,10 @@ def relay_toml(
     heartbeat: float = 0.5,
     grace: float = 0.5,
     agents: list[dict[str, Any]] | None = None,
+    notifications: dict[str, Any] | None = None,
 ) -> str:
     """A relay.toml with fast ticks and, by default, one sim agent taking every role."""
-    config = {
+    config: dict[str, Any] = {
         "engine": {
             "max_concurrent_agents": capacity,
             "tick_seconds": tick,
@@ -66,6 +67,8 @@ def relay_toml(
         if agents is not None
         else [{"id": "sim", "provider": "sim", "roles": list(KNOWN_ROLES)}],
     }
+    if notifications is not None:
+        config["notifications"] = notifications
     return tomli_w.dumps(config)
 
 
