@@ -10,6 +10,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from types import FrameType
@@ -26,9 +27,11 @@ from relay_engine.handlers import HANDLERS
 from relay_engine.jobfile import JobFileError, load_job_file
 from relay_engine.jobs import JobConflict, split_key, submit_job
 from relay_engine.model import Event
+from relay_engine.pricing import PRICES_TAKEN
 from relay_engine.status import status_report
 from relay_engine.store import SchemaError, Store
 from relay_engine.timefmt import format_time
+from relay_engine.usage import GROUPINGS, UsageRow, read_usage, rollup, total
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
@@ -245,6 +248,59 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    since = _since(args.since)
+    rows = rollup(read_usage(_store(args), since=since, job_id=args.job), args.by)
+    overall = total(rows)
+    if args.json:
+        body = {"by": args.by, "since": since, "prices_taken": PRICES_TAKEN}
+        body |= {"rows": [r.as_json() for r in rows], "total": overall.as_json()}
+        print(json.dumps(body, indent=2))
+        return 0
+    table = Table(title=f"usage by {args.by}", title_justify="left")
+    for column in (args.by, "runs", "input", "cached", "output", "cost"):
+        table.add_column(column, justify="left" if column == args.by else "right")
+    for row in [*rows, overall]:
+        table.add_row(
+            row.key,
+            str(row.executions),
+            f"{row.input_tokens:,}",
+            f"{row.cached_tokens:,}",
+            f"{row.output_tokens:,}",
+            _cost_cell(row),
+            style="bold" if row is overall else None,
+            end_section=row is rows[-1] if rows else False,
+        )
+    console.print(table)
+    if overall.estimated:
+        console.print(
+            f"[dim]~ estimated from token counts (prices as of {PRICES_TAKEN}; "
+            "override under \\[pricing] in relay.toml)[/]"
+        )
+    if overall.unpriced:
+        console.print(
+            f"[yellow]{overall.unpriced} runs used tokens of a model without a price: "
+            "add it under \\[pricing] in relay.toml[/]"
+        )
+    return 0
+
+
+def _cost_cell(row: UsageRow) -> str:
+    mark = "~" if row.estimated else ""
+    unpriced = " +?" if row.unpriced else ""
+    return f"{mark}${row.cost_usd:,.4f}{unpriced}"
+
+
+def _since(text: str | None) -> float | None:
+    """``--since``: a date (local midnight) or a date and time, in ISO form."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError as error:
+        raise ValueError(f"--since {text!r}: expected a date like 2026-11-30") from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relay", description="Run fleets of AI coding agents.")
     parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
@@ -293,6 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     pin.add_argument("agent")
     pin.add_argument("--role", default="implementer")
     pin.set_defaults(func=_command("pin", _pin_payload))
+    usage = sub.add_parser("usage", help="tokens and cost by job, task, agent, provider or day")
+    usage.add_argument("--by", choices=GROUPINGS, default="job")
+    usage.add_argument("--since", help="only executions started on or after this date")
+    usage.add_argument("--job", help="only this job")
+    usage.add_argument("--json", action="store_true")
+    usage.set_defaults(func=cmd_usage)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

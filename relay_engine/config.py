@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from relay_engine.pricing import Price, merged_prices
+
 CONFIG_FILE = "relay.toml"
 PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
 KNOWN_ROLES = ("planner", "implementer", "reviewer", "assessor", "tester", "troubleshooter")
@@ -71,11 +73,20 @@ class AgentConfig(_Strict):
         return roles
 
 
+class PriceConfig(_Strict):
+    """USD per million tokens, for CLIs that report tokens but no cost."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached: float | None = Field(default=None, ge=0)
+
+
 class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
     notifications: NotificationConfig = NotificationConfig()
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
+    pricing: dict[str, PriceConfig] = Field(default_factory=dict)
 
     @field_validator("agents")
     @classmethod
@@ -89,6 +100,15 @@ class RelayConfig(_Strict):
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.id == agent_id), None)
+
+    @property
+    def prices(self) -> dict[str, Price]:
+        """The shipped price table with this file's ``[pricing]`` entries on top."""
+        overrides = {
+            model: Price(p.input, p.output, p.input if p.cached is None else p.cached)
+            for model, p in self.pricing.items()
+        }
+        return merged_prices(overrides)
 
     @property
     def roles(self) -> frozenset[str]:

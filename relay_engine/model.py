@@ -155,7 +155,10 @@ class Execution(SQLModel, table=True):
     session_id: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None
+    model: str | None = None
     cost_usd: float | None = None
+    cost_estimated: bool = False
     error: str | None = _optional_text()
 
 

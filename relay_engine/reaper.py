@@ -31,6 +31,7 @@ from relay_engine.outcomes import (
     judge_exit,
     redact_outcome,
 )
+from relay_engine.pricing import execution_spend
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
@@ -153,6 +154,16 @@ class Reaper:
 
     def _record_execution(self, session: Session, exit_: FinishedExecution, now: float) -> None:
         live, report = exit_.live, exit_.report
+        agent = self.runtime.config.agent(live.agent_id)
+        model = report.model or (agent.model if agent else None)
+        spend = execution_spend(
+            reported_cost=report.cost_usd,
+            model=model,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            cached_tokens=report.cached_tokens,
+            prices=self.runtime.config.prices,
+        )
         session.exec(
             update(Execution)
             .where(col(Execution.id) == live.execution_id)
@@ -164,7 +175,10 @@ class Reaper:
                 session_id=report.session_id,
                 input_tokens=report.input_tokens,
                 output_tokens=report.output_tokens,
-                cost_usd=report.cost_usd,
+                cached_tokens=report.cached_tokens,
+                model=model,
+                cost_usd=spend.cost_usd,
+                cost_estimated=spend.estimated,
                 last_output=(live.last_output or live.saved_output or "")[:300] or None,
             )
         )

@@ -8,6 +8,7 @@ from sqlmodel import select
 
 from relay_engine.model import Job, Plan, ProviderLimit, Task
 from relay_engine.store import Store
+from relay_engine.usage import UsageRow, read_usage, rollup
 
 
 def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -20,12 +21,21 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         jobs = [j for j in jobs if j.id == job_id]
         tasks = [t for t in tasks if t.job_id == job_id]
         plans = [p for p in plans if p.job_id == job_id]
+    records = read_usage(store, job_id=job_id)
+    by_job = {row.key: row for row in rollup(records, "job")}
+    by_task = {row.key: row for row in rollup(records, "task")}
     return {
-        "jobs": [_job(j) for j in jobs],
-        "tasks": [_task(t) for t in tasks],
+        "jobs": [{**_job(j), "spend": _spend(by_job.get(j.id))} for j in jobs],
+        "tasks": [{**_task(t), "spend": _spend(by_task.get(t.key))} for t in tasks],
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
     }
+
+
+def _spend(row: UsageRow | None) -> dict[str, Any]:
+    spend = (row or UsageRow("")).as_json()
+    del spend["key"]
+    return spend
 
 
 def _job(job: Job) -> dict[str, Any]:

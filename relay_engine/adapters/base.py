@@ -54,8 +54,10 @@ class AgentReport:
     result_text: str | None = None
     result_data: object | None = None
     session_id: str | None = None
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # every prompt token, cached ones included
     output_tokens: int | None = None
+    cached_tokens: int | None = None  # the part of the input served from the provider's cache
+    model: str | None = None
     cost_usd: float | None = None
     is_error: bool = False
     error: str | None = None

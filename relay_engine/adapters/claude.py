@@ -64,6 +64,8 @@ class ClaudeParser(JsonLinesParser):
         if isinstance(event.get("session_id"), str) and event["session_id"]:
             report.session_id = event["session_id"]
         if kind == "system" and event.get("subtype") == "init":
+            if isinstance(event.get("model"), str):
+                report.model = event["model"]
             report.last_progress = f"session started ({event.get('model') or 'default model'})"
         elif kind == "assistant":
             self._assistant(event)
@@ -106,6 +108,7 @@ class ClaudeParser(JsonLinesParser):
             for key in _INPUT_KEYS:
                 report.input_tokens = add_tokens(report.input_tokens, usage.get(key))
             report.output_tokens = add_tokens(None, usage.get("output_tokens"))
+            report.cached_tokens = add_tokens(None, usage.get("cache_read_input_tokens"))
 
     def _complete(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
         if not self._has_result:

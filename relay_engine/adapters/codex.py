@@ -62,6 +62,9 @@ class CodexParser(JsonLinesParser):
             usage = event["usage"]
             report.input_tokens = add_tokens(report.input_tokens, usage.get("input_tokens"))
             report.output_tokens = add_tokens(report.output_tokens, usage.get("output_tokens"))
+            report.cached_tokens = add_tokens(
+                report.cached_tokens, usage.get("cached_input_tokens")
+            )
         elif kind == "turn.failed":
             error = event.get("error")
             message = error.get("message") if isinstance(error, dict) else error

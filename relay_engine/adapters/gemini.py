@@ -128,16 +128,23 @@ class GeminiParser(BaseParser):
                 report.output_tokens = add_tokens(None, stats[key])
 
     def _apply_model_tokens(self, models: dict) -> None:
-        """Sum over models; thinking tokens count as output (they are billed as output)."""
+        """Sum over models; thinking tokens count as output (they are billed as output).
+        The model that read the most tokens names the run."""
         inputs: int | None = None
         outputs: int | None = None
-        for model in models.values():
+        cached: int | None = None
+        heaviest = (-1, None)
+        for name, model in models.items():
             tokens = model.get("tokens") if isinstance(model, dict) else None
             if isinstance(tokens, dict):
                 inputs = add_tokens(inputs, tokens.get("prompt"))
                 outputs = add_tokens(outputs, tokens.get("candidates"))
                 outputs = add_tokens(outputs, tokens.get("thoughts"))
-        self._report.input_tokens, self._report.output_tokens = inputs, outputs
+                cached = add_tokens(cached, tokens.get("cached"))
+                heaviest = max(heaviest, (add_tokens(0, tokens.get("prompt")) or 0, name))
+        report = self._report
+        report.input_tokens, report.output_tokens, report.cached_tokens = inputs, outputs, cached
+        report.model = heaviest[1] or report.model
 
 
 def _single_object(text: str) -> dict | None:
