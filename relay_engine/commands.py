@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from sqlmodel import Session, col, select, update
 
 from relay_engine.jobs import split_key
-from relay_engine.model import Command, Job, Task
+from relay_engine.model import Command, Job, Plan, Task
 from relay_engine.states import (
     ACTIVE_TASK_STATES,
     TERMINAL_JOB_STATES,
     JobState,
+    PlanState,
     TaskState,
     check_job,
+    check_plan,
 )
 from relay_engine.store import Store, record_event
 from relay_engine.taskops import job_tasks, move_task
@@ -121,11 +123,34 @@ def cancel_job(session: Session, payload: dict, now: float) -> str:
         raise CommandRejected(f"job {job.id} is already {job.state}")
     for task in job_tasks(session, job.id, ACTIVE_TASK_STATES):
         cancel_task(session, {"task": task.key, "reason": "job cancelled"}, now)
+    for plan in session.exec(
+        select(Plan).where(Plan.job_id == job.id, Plan.status == PlanState.PLANNING)
+    ):
+        fail_plan(session, plan, "job cancelled", now)
     job.state = check_job(job.state, JobState.CANCELLED, key=job.id)
     job.updated_at = now
     session.add(job)
     record_event(session, "job.finished", f"job {job.id} cancelled", now=now, job_id=job.id)
     return f"cancelled job {job.id}"
+
+
+def fail_plan(session: Session, plan: Plan, reason: str, now: float) -> None:
+    """End a planner round for good. Its execution loses the claim, so the engine running
+    the planner kills it (fencing) and nothing it answers is ever materialised."""
+    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
+    plan.error = reason
+    plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+    plan.updated_at = now
+    session.add(plan)
+    record_event(
+        session,
+        "plan.failed",
+        f"job {plan.job_id} round {plan.round}: {reason}",
+        now=now,
+        job_id=plan.job_id,
+        plan_id=plan.id,
+        level="warning",
+    )
 
 
 HANDLERS: dict[str, Handler] = {

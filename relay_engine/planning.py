@@ -160,7 +160,11 @@ def finish_job(session: Session, job: Job, target: JobState, why: str | None, no
 
 
 def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
-    """Materialise a successful plan's tasks; idempotent, and a clash fails the plan."""
+    """Materialise a successful plan's tasks; idempotent, and a clash fails the plan.
+
+    Only into an ACTIVE job: a cancelled or finished job never grows new work."""
+    if job.state != JobState.ACTIVE:
+        return
     result = PlannerResult.model_validate(plan.result or {"objective_status": "in_progress"})
     existing = {
         t.task_id: t.spec_hash for t in session.exec(select(Task).where(Task.job_id == job.id))
