@@ -31,6 +31,7 @@ from relay_engine.pricing import PRICES_TAKEN
 from relay_engine.status import status_report
 from relay_engine.store import SchemaError, Store
 from relay_engine.timefmt import format_time
+from relay_engine.upstream import check_batch
 from relay_engine.usage import GROUPINGS, UsageRow, read_usage, rollup, total
 
 console = Console()
@@ -78,6 +79,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         load_job_file(Path(f), known_roles=config.roles, known_agents=agents) for f in args.files
     ]
     store = _store(args)
+    check_batch(store, specs)
     for spec in specs:
         outcome = submit_job(store, spec, now=time.time())
         verb = "submitted" if outcome.created else "unchanged (already submitted)"

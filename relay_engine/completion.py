@@ -175,10 +175,11 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
 
 def release_dependents(session: Session, task: Task, *, now: float) -> list[Task]:
     """Queue every DRAFT dependent of ``task`` whose dependencies have now all succeeded."""
+    # A draft that also waits on another job's task is left to the readiness pass.
     drafts = [
         t
         for t in job_tasks(session, task.job_id, [TaskState.DRAFT])
-        if task.task_id in t.dependencies and t.blocked_by is None
+        if task.task_id in t.dependencies and t.blocked_by is None and not t.external_deps
     ]
     if not drafts:
         return []

@@ -52,6 +52,7 @@ from relay_engine.runtime import EngineRuntime
 from relay_engine.starter import Starter
 from relay_engine.states import JobState, TaskState
 from relay_engine.store import Store, record_event
+from relay_engine.upstream import release_waiting_jobs, unblock_revived
 from relay_engine.workspace import Worktrees
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,7 @@ class Engine:
             self._heartbeat(now)
             changed |= self._recover(now)
             changed |= resume_parked(self.store, now)
+            changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
             changed |= self.plan(now)
             changed |= promote_ready(self.store, now, self._gated())
         changed |= self.reaper.reap(now, fence=full)

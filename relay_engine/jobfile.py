@@ -44,6 +44,7 @@ class JobDef(BaseModel):
     auto_merge: bool = False
     sim: dict[str, Any] | None = None
     max_plan_rounds: int = Field(5, ge=1, le=100)
+    after: list[Identifier] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -170,6 +171,7 @@ def parse_job_text(
         known_roles=known_roles,
         known_agents=known_agents,
         positions=positions,
+        other_jobs=True,
     )
     if job is not None:
         problems += _job_rules(job, raw_tasks)

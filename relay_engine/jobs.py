@@ -11,7 +11,7 @@ from relay_engine.model import Job, Task
 from relay_engine.scheduler import waves
 from relay_engine.states import JobState, TaskState
 from relay_engine.store import Store, record_event
-from relay_engine.taskdefs import TaskDef, definition_hash
+from relay_engine.taskdefs import TaskDef, definition_hash, external_deps, local_deps
 
 STORY_TIMEOUTS_S = {"S": 15 * 60, "M": 30 * 60, "L": 60 * 60, "XL": 120 * 60}
 
@@ -62,7 +62,8 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
                 mode=job_def.mode,
                 wave_gate=job_def.wave_gate,
                 auto_merge=job_def.auto_merge,
-                state=JobState.ACTIVE,
+                state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
+                after=list(job_def.after),
                 spec_hash=spec.spec_hash(),
                 source_path=str(spec.source),
                 max_plan_rounds=job_def.max_plan_rounds,
@@ -72,10 +73,11 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
             )
         )
         add_tasks(session, job_def.id, job_def.priority, spec.tasks, now=now)
+        waits = f", waiting on {', '.join(job_def.after)}" if job_def.after else ""
         record_event(
             session,
             "job.submitted",
-            f"job {job_def.id} submitted with {len(spec.tasks)} tasks",
+            f"job {job_def.id} submitted with {len(spec.tasks)} tasks{waits}",
             now=now,
             job_id=job_def.id,
         )
@@ -93,7 +95,7 @@ def add_tasks(
 ) -> list[Task]:
     """Insert DRAFT tasks; readiness queues them on the next tick."""
     existing_waves = _existing_waves(session, job_id) if plan_id is not None else {}
-    graph = {t.id: t.depends_on for t in tasks}
+    graph = {t.id: local_deps(t.depends_on) for t in tasks}
     depth = waves(graph)
     offset = max(existing_waves.values(), default=0)
     rows = []
@@ -110,7 +112,8 @@ def add_tasks(
             workstream=definition.workstream,
             priority=definition.priority or job_priority,
             story_size=definition.size,
-            dependencies=list(definition.depends_on),
+            dependencies=local_deps(definition.depends_on),
+            external_deps=external_deps(definition.depends_on),
             state=TaskState.DRAFT,
             max_attempts=definition.max_attempts,
             timeout_s=definition.timeout,

@@ -54,6 +54,8 @@ class Job(SQLModel, table=True):
     source_path: str | None = None
     approved_wave: int = 0
     max_plan_rounds: int = 5
+    after: list[str] = _json([])  # jobs this one waits for (it stays DRAFT until they are done)
+    blocked_by: str | None = _optional_text()
     sim: dict | None = _json()
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -74,6 +76,7 @@ class Task(SQLModel, table=True):
     priority: str = "P2"
     story_size: str = "M"
     dependencies: list[str] = _json([])
+    external_deps: list[str] = _json([])  # "JOB/TASK" of other jobs' tasks it waits for
     state: str = Field(default="DRAFT", index=True)
     attempt: int = 0
     max_attempts: int = 3

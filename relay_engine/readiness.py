@@ -18,6 +18,7 @@ from relay_engine.scheduler import readiness
 from relay_engine.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
 from relay_engine.store import Store, record_event
 from relay_engine.taskops import move_task, tasks_by_key
+from relay_engine.upstream import hold_for_other_jobs
 
 
 def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
@@ -27,11 +28,13 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
         drafts = [t for t in session.exec(query) if t.key not in gated]
         if not drafts:
             return False
+        waiting, blocked_upstream = hold_for_other_jobs(session, drafts)
+        drafts = [t for t in drafts if t.key not in waiting]
         dep_keys = {f"{t.job_id}/{d}" for t in drafts for d in t.dependencies}
         deps = tasks_by_key(session, dep_keys)
     states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
-    decision = readiness([task_facts(t) for t in drafts], states)
-    transitive = {
+    decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
+    transitive = blocked_upstream | {
         t.key: deps[f"{t.job_id}/{d}"].blocked_by
         for t in drafts
         for d in t.dependencies

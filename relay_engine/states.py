@@ -33,6 +33,7 @@ class PlanState(StrEnum):
 
 
 class JobState(StrEnum):
+    DRAFT = "DRAFT"  # waiting on the jobs it comes ``after``
     ACTIVE = "ACTIVE"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -43,7 +44,7 @@ class JobState(StrEnum):
 
 TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 ACTIVE_TASK_STATES = frozenset(set(TaskState) - TERMINAL_TASK_STATES)
-TERMINAL_JOB_STATES = frozenset(set(JobState) - {JobState.ACTIVE})
+TERMINAL_JOB_STATES = frozenset(set(JobState) - {JobState.DRAFT, JobState.ACTIVE})
 
 _T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
@@ -68,6 +69,7 @@ PLAN_TRANSITIONS: dict[PlanState, frozenset[PlanState]] = {
 
 _J = JobState
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    _J.DRAFT: frozenset({_J.ACTIVE, _J.CANCELLED}),
     _J.ACTIVE: frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
     # A job that failed or was cancelled comes back to life when the operator retries a task.
     _J.SUCCEEDED: frozenset({_J.MERGED, _J.CLOSED, _J.ACTIVE}),

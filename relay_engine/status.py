@@ -47,6 +47,8 @@ def _job(job: Job) -> dict[str, Any]:
         "priority": job.priority,
         "wave_gate": job.wave_gate,
         "approved_wave": job.approved_wave,
+        "after": list(job.after),
+        "blocked_by": job.blocked_by,
         "error": job.error,
     }
 
@@ -66,7 +68,7 @@ def _task(task: Task) -> dict[str, Any]:
         "priority": task.priority,
         "workstream": task.workstream,
         "wave": task.wave,
-        "dependencies": list(task.dependencies),
+        "dependencies": [*task.dependencies, *task.external_deps],
         "blocked_by": task.blocked_by,
         "not_before": task.not_before,
         "waiting_on_provider": task.waiting_on_provider,

@@ -38,6 +38,7 @@ MAX_ID_LENGTH = 64
 
 
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_OTHER_JOB_TASK = re.compile(rf"{_ID_PATTERN.pattern}/{_ID_PATTERN.pattern}")
 
 
 def _check_identifier(value: str) -> str:
@@ -93,6 +94,15 @@ class TaskDef(BaseModel):
 
     def resolved_priority(self, job_priority: str | None) -> str:
         return self.priority or job_priority or DEFAULT_PRIORITY
+
+
+def external_deps(depends_on: Iterable[str]) -> list[str]:
+    """``JOB/TASK`` entries name another job's task; plain ids are the job's own tasks."""
+    return [dep for dep in depends_on if "/" in dep]
+
+
+def local_deps(depends_on: Iterable[str]) -> list[str]:
+    return [dep for dep in depends_on if "/" not in dep]
 
 
 def canonical_json(value: Any) -> str:
@@ -289,10 +299,18 @@ def _task_problems(
     known_ids: Collection[str],
     known_roles: Collection[str] | None,
     known_agents: Collection[str] | None,
+    other_jobs: bool = False,
 ) -> list[Problem]:
     problems = []
     for dep in task.depends_on:
-        if dep == task.id:
+        if "/" in dep:
+            if not other_jobs:
+                problems.append(
+                    Problem(f"{label}.depends_on", f"{dep!r}: only ids of this job's tasks")
+                )
+            elif not _OTHER_JOB_TASK.fullmatch(dep):
+                problems.append(Problem(f"{label}.depends_on", f"{dep!r} is not JOB/TASK"))
+        elif dep == task.id:
             problems.append(Problem(f"{label}.depends_on", f"task {task.id!r} depends on itself"))
         elif dep not in known_ids:
             problems.append(Problem(f"{label}.depends_on", f"depends on unknown task {dep!r}"))
@@ -313,10 +331,13 @@ def validate_graph(
     known_agents: Collection[str] | None = None,
     field_prefix: str = "tasks",
     positions: Sequence[int] | None = None,
+    other_jobs: bool = False,
 ) -> list[Problem]:
     """Every problem with a set of tasks taken together, in input order, cycles last.
 
     ``existing_ids`` are tasks that dependencies may also name (already stored for the job).
+    ``other_jobs`` lets dependencies name other jobs' tasks as ``JOB/TASK`` (job files do;
+    whether those exist is checked at submit, against the database).
     ``known_roles`` / ``known_agents`` of None skip those checks. ``positions`` gives each
     task's index in its source list when some entries were dropped before this call, so the
     reported field paths still point at the right entry.
@@ -335,7 +356,9 @@ def validate_graph(
             first_seen[task.id] = pos
     known_ids = set(first_seen) | set(existing_ids)
     for pos, task in enumerate(tasks):
-        problems += _task_problems(labels[pos], task, known_ids, known_roles, known_agents)
+        problems += _task_problems(
+            labels[pos], task, known_ids, known_roles, known_agents, other_jobs
+        )
     graph = {task_id: tasks[pos].depends_on for task_id, pos in first_seen.items()}
     for cycle in find_cycles(graph):
         label = labels[first_seen[cycle[0]]]

@@ -15,7 +15,7 @@ def running_planner(ws: Workspace) -> Execution | None:
 
 def test_cancel_job_while_the_planner_runs_materialises_nothing(workspace: Workspace) -> None:
     answer = {"1": plan_of(work("a"), work("b", "a")), "2": DONE}
-    workspace.submit(planned_job("doomed", answer, planner_duration=3))
+    workspace.submit(planned_job("doomed", answer, planner_duration=60))
     store = workspace.store()
     with running_engine(workspace.engine()):
         planner = wait_for(lambda: running_planner(workspace), what="the planner to start")
