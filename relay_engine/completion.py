@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
 
-from relay_engine.limits import backoff_reset
+from relay_engine.limits import effective_reset
 from relay_engine.model import Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planning import allowed_wave
@@ -29,6 +29,17 @@ class LimitDecision:
     park_until: float | None
     provider: str
     reason: str
+
+
+@dataclass(frozen=True)
+class AgentWait:
+    """Where a task goes after its agent could not work at all: another agent, or parked."""
+
+    agent_id: str
+    swap_to: str | None
+    park_until: float | None  # None: until the agent is cleared (operator or config change)
+    reason: str  # "not logged in · Please run /login"
+    waiting: str  # "waiting on agent claude-main: ..." when no other agent can take it
 
 
 def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
@@ -65,6 +76,7 @@ def apply_outcome(
     *,
     now: float,
     limit_decision: LimitDecision | None = None,
+    agent_wait: AgentWait | None = None,
 ) -> None:
     """Move ``task`` (already fenced) to where ``outcome`` sends it."""
     if outcome.kind is OutcomeKind.SUCCEEDED:
@@ -82,6 +94,8 @@ def apply_outcome(
     elif outcome.kind is OutcomeKind.LIMITED:
         assert limit_decision is not None
         _limited(session, task, limit_decision, now)
+    elif outcome.kind is OutcomeKind.UNAVAILABLE and agent_wait is not None:
+        move_to_other_agent(session, task, agent_wait, now)
     else:
         fail_or_retry(session, task, outcome.error or outcome.kind.value, now=now)
 
@@ -173,6 +187,43 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
     )
 
 
+def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: float) -> None:
+    """The agent, not the task, failed: refund the attempt; swap, or park waiting on it."""
+    refunded = max(task.attempt - 1, 0)
+    data = {"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until}
+    if wait.swap_to is not None:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.swapped",
+            level="warning",
+            message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
+            f"{wait.reason}"[:500],
+            attempt=refunded,
+            pinned_agent=wait.swap_to if task.pinned_agent else None,
+            error=None,
+            data=data,
+        )
+        return
+    move_task(
+        session,
+        task,
+        TaskState.PARKED,
+        now=now,
+        kind="task.parked",
+        level="warning",
+        message=f"{task.key} parked: {wait.waiting}"[:500],
+        attempt=refunded,
+        not_before=wait.park_until,
+        waiting_on_provider=wait.agent_id,
+        parked_at=now,
+        error=wait.waiting,
+        data=data,
+    )
+
+
 def release_dependents(session: Session, task: Task, *, now: float) -> list[Task]:
     """Queue every DRAFT dependent of ``task`` whose dependencies have now all succeeded."""
     # A draft that also waits on another job's task is left to the readiness pass.
@@ -243,9 +294,7 @@ def record_limit(
     was_limited = limit.status == "limited"
     limit.consecutive_hits = limit.consecutive_hits + 1 if was_limited else 1
     limit.status = "limited"
-    limit.reset_at = (
-        reset_at if reset_at is not None else backoff_reset(now, limit.consecutive_hits)
-    )
+    limit.reset_at = effective_reset(reset_at, now, limit.consecutive_hits)
     limit.source_text = source[:300]
     limit.detected_at = now
     limit.updated_at = now

@@ -64,6 +64,8 @@ class AgentConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     tools: tuple[str, ...] = ()
     command: Argv | None = None
+    access: Literal["read-only", "workspace-write", "full"] = "workspace-write"
+    args: tuple[str, ...] = ()  # appended verbatim to the CLI's argv
 
     @field_validator("roles")
     @classmethod
@@ -97,6 +99,15 @@ class RelayConfig(_Strict):
                 raise ValueError(f"duplicate agent id {agent.id!r}")
             seen.add(agent.id)
         return agents
+
+    def warnings(self) -> list[str]:
+        """Settings that are valid but will not do what they say."""
+        return [
+            f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
+            f'(use access = "read-only" to stop it writing)'
+            for agent in self.agents
+            if agent.provider == "codex" and agent.tools
+        ]
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.id == agent_id), None)
