@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import watchfiles
-from sqlalchemy.exc import OperationalError
 from sqlalchemy import or_
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select, update
 
 from relay_engine import assignments, commands, dispatch

@@ -8,7 +8,6 @@ from typing import Any
 from sqlmodel import select
 
 from relay_engine.agent_status import agent_rows
-
 from relay_engine.model import Job, Plan, ProviderLimit, Task
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup

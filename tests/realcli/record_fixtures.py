@@ -135,7 +135,15 @@ def _folder(root: Path, git: bool) -> Path:
         for args in (
             ["init", "-q", "-b", "main"],
             ["add", "."],
-            ["-c", "user.name=relay", "-c", "user.email=relay@example.invalid", "commit", "-qm", "x"],
+            [
+                "-c",
+                "user.name=relay",
+                "-c",
+                "user.email=relay@example.invalid",
+                "commit",
+                "-qm",
+                "x",
+            ],
         ):
             subprocess.run(["git", *args], cwd=work, check=True)
     return work
