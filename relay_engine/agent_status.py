@@ -167,11 +167,11 @@ def sync(session: Session, agents: Iterable[AgentConfig], now: float) -> None:
 def reset(session: Session, payload: dict[str, Any], now: float) -> str:
     """Operator command ``agent.reset``: make an agent available now."""
     agent_id = str(payload.get("agent") or "")
-    if session.get(AgentRecord, agent_id) is None and session.get(AgentStatus, agent_id) is None:
-        raise CommandRejected(f"no agent {agent_id!r}")
+    if not agent_id:
+        raise CommandRejected("agent.reset needs an agent id")
     if mark_ready(session, agent_id, now, why="reset by operator"):
         return f"agent {agent_id} reset: available again"
-    return f"agent {agent_id} was already available"
+    return f"agent {agent_id} is not marked unavailable: nothing to reset"
 
 
 @dataclass(frozen=True)
@@ -199,25 +199,38 @@ class AgentRow:
         }
 
 
-def agent_rows(session: Session, now: float) -> list[AgentRow]:
-    """Every configured agent (as the last engine mirrored them) with its availability."""
+def agent_rows(
+    session: Session, now: float, agents: Iterable[AgentConfig] | None = None
+) -> list[AgentRow]:
+    """Every agent with its availability: ``agents`` from config, else as the last engine
+    mirrored them (what a console on another host sees)."""
     states = availability_map(session)
-    rows = []
-    for record in session.exec(select(AgentRecord).order_by(AgentRecord.id)):
-        state = states.get(record.id)
-        rows.append(
-            AgentRow(
-                id=record.id,
-                provider=record.provider,
-                enabled=record.enabled,
-                status=state.status if state else READY,
-                reason=state.reason if state else None,
-                fix=state.fix if state else None,
-                until=state.until if state else None,
-                summary=describe(state, now, format_time),
-            )
-        )
-    return rows
+    if agents is None:
+        listed = [
+            (r.id, r.provider, r.enabled)
+            for r in session.exec(select(AgentRecord).order_by(AgentRecord.id))
+        ]
+    else:
+        listed = [(a.id, a.provider, a.enabled) for a in agents]
+    return [
+        _row(agent_id, provider, enabled, states.get(agent_id), now)
+        for agent_id, provider, enabled in listed
+    ]
+
+
+def _row(
+    agent_id: str, provider: str, enabled: bool, state: Availability | None, now: float
+) -> AgentRow:
+    return AgentRow(
+        id=agent_id,
+        provider=provider,
+        enabled=enabled,
+        status=state.status if state else READY,
+        reason=state.reason if state else None,
+        fix=state.fix if state else None,
+        until=state.until if state else None,
+        summary=describe(state, now, format_time),
+    )
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from relay_engine import commands
+from relay_engine import cli_agents, commands
 from relay_engine.config import CONFIG_FILE, ConfigError, load_config
 from relay_engine.handlers import HANDLERS
 from relay_engine.jobfile import JobFileError, load_job_file
@@ -357,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--job", help="only this job")
     usage.add_argument("--json", action="store_true")
     usage.set_defaults(func=cmd_usage)
+    cli_agents.add_commands(sub, _store, _command)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)
