@@ -329,16 +329,19 @@ class BaseParser:
             self._cli_errors.append(text)
 
     def _settle_failure(self, exit_code: int, stderr_tail: str) -> None:
-        """A failed run that is no limit may still be the agent's own trouble (login, CLI)."""
+        """A failed run that is no limit may still be the agent's own trouble (login, CLI).
+
+        A failure seen while the CLI ran stands whatever the exit code: relay stopped that
+        CLI because of it (gemini even exits 0 on the SIGTERM).
+        """
         report = self._report
-        if not report.is_error or report.limit is not None:
-            report.failure = None if not report.is_error else report.failure
-            return
-        if report.failure is None:
+        if report.failure is None and report.is_error and report.limit is None:
             evidence = ExitEvidence(self.provider, exit_code, tuple(self._cli_errors), stderr_tail)
             report.failure = classify_exit(evidence)
         if report.failure is not None:
+            report.is_error = True
             report.error = report.failure.reason
+
 
     def _merge_limit(self, signal: LimitSignal | None) -> None:
         current = self._report.limit

@@ -185,7 +185,7 @@ def record(scenario: Scenario, cli_dir: Path) -> dict[str, object]:
             str(work): "$CWD",
             str(root): "$TMP",
             str(cli_dir): "$CLI_DIR",
-            os.environ.get("USER", "root"): "$USER",
+            str(Path.home()): "$REAL_HOME",
             **{value: f"${name}" for name, value in scenario.env.items()},
         }
         target = FIXTURES / scenario.name
