@@ -120,10 +120,11 @@ def test_codex_reconnect_loop_is_recognised_while_it_runs() -> None:
     stdout, _, _ = recorded("codex-offline")
     parser = get_adapter("codex").parser()
     lines = stdout.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        parser.feed(line, NOW)
-        if parser.report.failure is not None:
-            break
+    index = 0
+    while parser.report.failure is None and index < len(lines):
+        parser.feed(lines[index], NOW)
+        index += 1
+    index -= 1  # the line that made it known
     assert b"waiting for network" in lines[index]
     assert all(b"waiting for network" not in line for line in lines[:index])
     assert parser.report.failure.kind is FailureClass.UNREACHABLE
