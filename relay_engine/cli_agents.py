@@ -7,6 +7,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ def add_commands(
     reset.add_argument("agent")
     reset.set_defaults(func=command("agent.reset", lambda a: {"agent": a.agent}))
     doctor = sub.add_parser("doctor", help="check every configured agent's CLI, flags and login")
+    doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=cmd_doctor)
 
 
@@ -66,6 +68,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """A table of every agent; exit 1 when an enabled agent cannot run."""
     config = load_config(Path(args.workspace).resolve())
     rows = diagnose(config.agents, os.environ)
+    broken = [row.agent for row in rows if row.enabled and not row.ok]
+    if args.json:
+        dumped = [{**asdict(row), "ok": row.ok} for row in rows]
+        print(json.dumps({"agents": dumped, "warnings": config.warnings()}, indent=2))
+        return 1 if broken else 0
     table = Table(title="relay doctor", title_justify="left")
     for column in (
         "agent",
@@ -95,7 +102,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     for warning in config.warnings():
         err.print(f"[yellow]warning:[/] {warning}")
-    broken = [row.agent for row in rows if row.enabled and not row.ok]
     if broken:
         err.print(f"[red]cannot run:[/] {', '.join(broken)}")
         return 1

@@ -342,7 +342,6 @@ class BaseParser:
             report.is_error = True
             report.error = report.failure.reason
 
-
     def _merge_limit(self, signal: LimitSignal | None) -> None:
         current = self._report.limit
         if signal is None:
