@@ -196,9 +196,8 @@ def test_a_limit_reset_already_past_launches_at_most_twice_a_minute(tmp_path: Pa
         "command": [sys.executable, "-m", "relay_engine.sim_agent", "--format", "claude"],
     }
     workspace.configure(agents=[agent])
-    limited = sim(
-        0.05, rate_limit={"message": f"Claude AI usage limit reached|{past}", "until_epoch": past}
-    )
+    # the CLI says "limited until an hour ago" on every run (no until_epoch: it never stops)
+    limited = sim(0.05, rate_limit={"message": f"Claude AI usage limit reached|{past}"})
     workspace.submit(job_toml("j", [{"id": "t", "sim": limited}]))
     store = workspace.store()
     try:
