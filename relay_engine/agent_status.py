@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from relay_engine import dispatch
@@ -129,14 +130,15 @@ def mark_ready(session: Session, agent_id: str, now: float, *, why: str) -> bool
         now=now,
         data={"agent": agent_id},
     )
-    requeue_agent_waits(session, now)
+    requeue_agent_waits(session, now, agent_id)
     return True
 
 
-def requeue_agent_waits(session: Session, now: float) -> int:
-    """Tasks parked with no time to wake (waiting on a held agent) go back to the queue;
-    dispatch parks them again if still no capable agent is available."""
-    query = select(Task).where(Task.state == TaskState.PARKED, col(Task.not_before).is_(None))
+def requeue_agent_waits(session: Session, now: float, agent_id: str) -> int:
+    """Tasks waiting on ``agent_id``, or parked with no time to wake (waiting on some held
+    agent), go back to the queue; dispatch parks them again if still no agent can take them."""
+    waiting = or_(col(Task.not_before).is_(None), col(Task.waiting_on_provider) == agent_id)
+    query = select(Task).where(Task.state == TaskState.PARKED, waiting)
     tasks = list(session.exec(query))
     for task in tasks:
         move_task(
@@ -148,6 +150,7 @@ def requeue_agent_waits(session: Session, now: float) -> int:
             message=f"{task.key} resumed: agent {task.waiting_on_provider} may be available",
             resumed_at=now,
             waiting_on_provider=None,
+            not_before=None,
         )
     return len(tasks)
 

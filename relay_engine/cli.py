@@ -185,6 +185,12 @@ def _print_status(store: Store, job_id: str | None) -> None:
         if provider["status"] == "limited":
             reset = format_time(provider["reset_at"])
             console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
+    for agent in report["agents"]:
+        if agent["status"] != "ready":
+            console.print(
+                f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
+                f" [dim]fix: {escape(agent['fix'] or '')}[/]"
+            )
 
 
 def _command(
