@@ -31,7 +31,7 @@ from relay_engine.model import AgentRecord, AgentStatus, Task
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.store import ensure_row, record_event
-from relay_engine.taskops import move_task
+from relay_engine.taskops import resume_parked_task
 from relay_engine.timefmt import format_time
 
 
@@ -141,17 +141,8 @@ def requeue_agent_waits(session: Session, now: float, agent_id: str) -> int:
     query = select(Task).where(Task.state == TaskState.PARKED, waiting)
     tasks = list(session.exec(query))
     for task in tasks:
-        move_task(
-            session,
-            task,
-            TaskState.QUEUED,
-            now=now,
-            kind="task.resumed",
-            message=f"{task.key} resumed: agent {task.waiting_on_provider} may be available",
-            resumed_at=now,
-            waiting_on_provider=None,
-            not_before=None,
-        )
+        message = f"{task.key} resumed: agent {task.waiting_on_provider} may be available"
+        resume_parked_task(session, task, now, message)
     return len(tasks)
 
 

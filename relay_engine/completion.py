@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -152,46 +153,57 @@ def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> No
 
 
 def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:
-    refunded = max(task.attempt - 1, 0)
-    if decision.swap_to is not None:
-        move_task(
-            session,
-            task,
-            TaskState.QUEUED,
-            now=now,
-            kind="task.swapped",
-            level="warning",
-            message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
-            f"{decision.reason}"[:500],
-            attempt=refunded,
-            # A task pinned to the limited agent follows the swap, so the event tells the truth.
-            pinned_agent=decision.swap_to if task.pinned_agent else None,
-            data={"provider": decision.provider, "agent": decision.swap_to},
-        )
-        return
-    move_task(
+    _swap_or_park(
         session,
         task,
-        TaskState.PARKED,
-        now=now,
-        kind="task.parked",
-        level="warning",
-        message=f"{task.key} parked until {decision.provider} resets at "
-        f"{format_time(decision.park_until)}: {decision.reason}"[:500],
-        attempt=refunded,
-        not_before=decision.park_until,
-        waiting_on_provider=decision.provider,
-        parked_at=now,
+        now,
+        swap_to=decision.swap_to,
+        swap_message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
+        f"{decision.reason}",
+        park_message=f"{task.key} parked until {decision.provider} resets at "
+        f"{format_time(decision.park_until)}: {decision.reason}",
+        park_until=decision.park_until,
+        waiting_on=decision.provider,
+        data={"provider": decision.provider, "agent": decision.swap_to}
+        if decision.swap_to
+        else {"provider": decision.provider, "until": decision.park_until},
         provider=decision.provider,
-        data={"provider": decision.provider, "until": decision.park_until},
     )
 
 
 def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: float) -> None:
     """The agent, not the task, failed: refund the attempt; swap, or park waiting on it."""
+    _swap_or_park(
+        session,
+        task,
+        now,
+        swap_to=wait.swap_to,
+        swap_message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
+        f"{wait.reason}",
+        park_message=f"{task.key} parked: {wait.waiting}",
+        park_until=wait.park_until,
+        waiting_on=wait.agent_id,
+        data={"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until},
+        error=wait.waiting,
+    )
+
+
+def _swap_or_park(
+    session: Session,
+    task: Task,
+    now: float,
+    *,
+    swap_to: str | None,
+    swap_message: str,
+    park_message: str,
+    park_until: float | None,
+    waiting_on: str,
+    data: dict[str, Any],
+    **park_fields: Any,
+) -> None:
+    """Not the task's fault: refund its attempt and hand it to ``swap_to``, else park it."""
     refunded = max(task.attempt - 1, 0)
-    data = {"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until}
-    if wait.swap_to is not None:
+    if swap_to is not None:
         move_task(
             session,
             task,
@@ -199,11 +211,10 @@ def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: floa
             now=now,
             kind="task.swapped",
             level="warning",
-            message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
-            f"{wait.reason}"[:500],
+            message=swap_message[:500],
             attempt=refunded,
-            pinned_agent=wait.swap_to if task.pinned_agent else None,
-            error=None,
+            # A task pinned to the agent that failed follows the swap, so the event tells the truth.
+            pinned_agent=swap_to if task.pinned_agent else None,
             data=data,
         )
         return
@@ -214,13 +225,13 @@ def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: floa
         now=now,
         kind="task.parked",
         level="warning",
-        message=f"{task.key} parked: {wait.waiting}"[:500],
+        message=park_message[:500],
         attempt=refunded,
-        not_before=wait.park_until,
-        waiting_on_provider=wait.agent_id,
+        not_before=park_until,
+        waiting_on_provider=waiting_on,
         parked_at=now,
-        error=wait.waiting,
         data=data,
+        **park_fields,
     )
 
 
