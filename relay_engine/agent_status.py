@@ -25,9 +25,9 @@ from relay_engine.availability import (
 )
 from relay_engine.commands import CommandRejected
 from relay_engine.completion import AgentWait, limited_providers
-from relay_engine.config import AgentConfig, RelayConfig
+from relay_engine.config import AgentConfig, RelayConfig, agent_warnings
 from relay_engine.failures import AgentFailure, FailureClass
-from relay_engine.model import AgentRecord, AgentStatus, Task
+from relay_engine.model import AgentRecord, AgentStatus, ProviderLimit, Task
 from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.store import ensure_row, record_event
@@ -150,6 +150,8 @@ def sync(session: Session, agents: Iterable[AgentConfig], now: float) -> None:
     """After (re)reading relay.toml: an agent whose config changed starts ready again, a
     removed agent's row goes, and valid-but-ignored settings are said out loud."""
     configured = {agent.id: agent for agent in agents}
+    for warning in agent_warnings(configured.values()):
+        record_event(session, "config.warning", warning, now=now, level="warning")
     for row in list(session.exec(select(AgentStatus))):
         agent = configured.get(row.agent_id)
         if agent is None:
@@ -199,6 +201,11 @@ def agent_rows(
     """Every agent with its availability: ``agents`` from config, else as the last engine
     mirrored them (what a console on another host sees)."""
     states = availability_map(session)
+    limits = {
+        row.provider: row
+        for row in session.exec(select(ProviderLimit).where(ProviderLimit.status == "limited"))
+        if (row.reset_at or 0.0) > now
+    }
     if agents is None:
         listed = [
             (r.id, r.provider, r.enabled)
@@ -207,14 +214,31 @@ def agent_rows(
     else:
         listed = [(a.id, a.provider, a.enabled) for a in agents]
     return [
-        _row(agent_id, provider, enabled, states.get(agent_id), now)
+        _row(agent_id, provider, enabled, states.get(agent_id), limits.get(provider), now)
         for agent_id, provider, enabled in listed
     ]
 
 
 def _row(
-    agent_id: str, provider: str, enabled: bool, state: Availability | None, now: float
+    agent_id: str,
+    provider: str,
+    enabled: bool,
+    state: Availability | None,
+    limit: ProviderLimit | None,
+    now: float,
 ) -> AgentRow:
+    if state is None and limit is not None:  # able to work, but its provider is limited
+        until = limit.reset_at
+        return AgentRow(
+            agent_id,
+            provider,
+            enabled,
+            "limited",
+            limit.source_text,
+            "nothing to do: relay resumes the work at the reset",
+            until,
+            f"limited until {format_time(until)}",
+        )
     return AgentRow(
         id=agent_id,
         provider=provider,

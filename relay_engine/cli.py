@@ -186,7 +186,7 @@ def _print_status(store: Store, job_id: str | None) -> None:
             reset = format_time(provider["reset_at"])
             console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
     for agent in report["agents"]:
-        if agent["status"] != "ready":
+        if agent["status"] not in ("ready", "limited"):  # limits are listed just above
             console.print(
                 f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
                 f" [dim]fix: {escape(agent['fix'] or '')}[/]"

@@ -21,7 +21,7 @@ from relay_engine.store import Store
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
-STATUS_STYLES = {"ready": "green", "unreachable": "yellow"}
+STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow"}
 
 CommandFactory = Callable[
     [str, Callable[[argparse.Namespace], dict[str, Any]]], Callable[[argparse.Namespace], int]

@@ -101,13 +101,7 @@ class RelayConfig(_Strict):
         return agents
 
     def warnings(self) -> list[str]:
-        """Settings that are valid but will not do what they say."""
-        return [
-            f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
-            f'(use access = "read-only" to stop it writing)'
-            for agent in self.agents
-            if agent.provider == "codex" and agent.tools
-        ]
+        return agent_warnings(self.agents)
 
     def agent(self, agent_id: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.id == agent_id), None)
@@ -124,6 +118,16 @@ class RelayConfig(_Strict):
     @property
     def roles(self) -> frozenset[str]:
         return frozenset(role for agent in self.agents for role in agent.roles) | set(KNOWN_ROLES)
+
+
+def agent_warnings(agents: Iterable[AgentConfig]) -> list[str]:
+    """Settings that are valid but will not do what they say."""
+    return [
+        f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
+        f'(use access = "read-only" to stop it writing)'
+        for agent in agents
+        if agent.provider == "codex" and agent.tools
+    ]
 
 
 def _field_path(loc: Iterable[int | str], data: dict) -> str:

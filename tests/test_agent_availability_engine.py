@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import (
     Workspace,
+    events,
     executions,
     job_toml,
     jobs,
@@ -26,6 +27,8 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.agent_status import agent_rows
+from relay_engine.completion import record_limit
 from relay_engine.model import AgentStatus
 
 HERE = Path(__file__).resolve().parent
@@ -210,3 +213,25 @@ def test_a_limit_reset_already_past_launches_at_most_twice_a_minute(tmp_path: Pa
         assert task.not_before is not None and task.not_before >= time.time() + 200
     finally:
         workspace.close()
+
+
+def test_codex_tools_warning_is_an_event_and_limited_providers_show_per_agent(
+    workspace: Workspace,
+) -> None:
+    codex = {"id": "codex-main", "provider": "codex", "tools": ["Read"]}
+    workspace.configure(agents=[codex, WORKER])
+    engine = workspace.engine()
+    engine.register()
+    try:
+        store = workspace.store()
+        [warning] = events(store, "config.warning")
+        assert "codex has no tool allow-list flag" in warning.message
+        with store.write() as session:
+            record_limit(session, "codex", time.time() + 600, "usage limit reached", time.time())
+        with store.read() as session:
+            rows = {row.id: row for row in agent_rows(session, time.time())}
+        assert rows["codex-main"].status == "limited"
+        assert rows["codex-main"].summary.startswith("limited until ")
+        assert rows["worker"].summary == "ready"
+    finally:
+        engine.shutdown(release=True)
