@@ -134,6 +134,13 @@ def mark_ready(session: Session, agent_id: str, now: float, *, why: str) -> bool
     return True
 
 
+def note_worked(session: Session, agent_id: str, now: float) -> None:
+    """The agent's CLI ran a task to an ordinary end: whatever kept it out is over."""
+    row = session.get(AgentStatus, agent_id)
+    if row is not None and row.status != READY:
+        mark_ready(session, agent_id, now, why="it ran a task")
+
+
 def requeue_agent_waits(session: Session, now: float, agent_id: str) -> int:
     """Tasks waiting on ``agent_id``, or parked with no time to wake (waiting on some held
     agent), go back to the queue; dispatch parks them again if still no agent can take them."""

@@ -212,6 +212,8 @@ class Reaper:
             wait = agent_status.decide_agent_wait(
                 session, task, outcome.failure, self.runtime.config, now
             )
+        elif outcome.kind in (OutcomeKind.SUCCEEDED, OutcomeKind.FAILED):
+            agent_status.note_worked(session, live.agent_id, now)  # e.g. a probe got through
         self._carry_over(session, task, live, outcome, decision, now)
         apply_outcome(session, task, outcome, now=now, limit_decision=decision, agent_wait=wait)
         self.runtime.settle_later(task.job_id)

@@ -29,7 +29,7 @@ from helpers import (
 
 from relay_engine.agent_status import agent_rows
 from relay_engine.completion import record_limit
-from relay_engine.model import AgentStatus
+from relay_engine.model import AgentStatus, Task
 
 HERE = Path(__file__).resolve().parent
 REPLAY = [sys.executable, str(HERE / "replay_cli.py")]
@@ -235,3 +235,30 @@ def test_codex_tools_warning_is_an_event_and_limited_providers_show_per_agent(
         assert rows["worker"].summary == "ready"
     finally:
         engine.shutdown(release=True)
+
+
+def test_a_due_probe_that_gets_through_makes_the_agent_ready_again(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    online = tmp_path / "online"
+    codex = replay_agent(
+        "codex-main",
+        "codex",
+        "codex-offline",
+        REPLAY_HANG="1",
+        REPLAY_LOGGED_IN=str(online),
+        REPLAY_SUCCESS=str(HERE / "fixtures" / "streams" / "codex_success.jsonl"),
+    )
+    workspace.configure(agents=[codex])
+    workspace.submit(job_toml("j", [{"id": "t"}]))
+    store = workspace.store()
+    with running_engine(workspace.engine()):
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=60)
+        online.touch()  # the network is back
+        with store.write() as session:  # and the 30 s back-off has passed
+            session.get(AgentStatus, "codex-main").until = time.time()  # type: ignore[union-attr]
+            session.get(Task, "j/t").not_before = time.time()  # type: ignore[union-attr]
+        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="probe ran the task")
+    assert [e.outcome for e in executions(store)] == ["unavailable", "succeeded"]
+    assert agent_status(workspace, "codex-main")["status"] == "ready"
+    assert tasks(store)["j/t"].attempt == 1
