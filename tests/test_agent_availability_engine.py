@@ -59,7 +59,7 @@ def test_not_logged_in_swaps_to_the_next_capable_agent_without_using_an_attempt(
         agents=[replay_agent("claude-main", "claude", "claude-not-logged-in"), WORKER]
     )
     workspace.submit(job_toml("j", [{"id": "t", "max_attempts": 1}]))
-    assert run_until_idle(workspace.engine())
+    assert run_until_idle(workspace.engine(), timeout=100)
     store = workspace.store()
     task = tasks(store)["j/t"]
     assert (task.state, task.agent, task.attempt) == ("SUCCEEDED", "worker", 1)
@@ -87,7 +87,7 @@ def test_auth_on_the_only_capable_agent_parks_and_clearing_it_resumes(
     workspace.submit(job_toml("j", [{"id": "t", "max_attempts": 1}]))
     store = workspace.store()
     with running_engine(workspace.engine()):
-        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked")
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
         task = tasks(store)["j/t"]
         assert task.attempt == 0  # refunded: the task did nothing wrong
         assert task.not_before is None  # no clock will fix a login
@@ -100,7 +100,7 @@ def test_auth_on_the_only_capable_agent_parks_and_clearing_it_resumes(
         reset = workspace.cli("agents", "reset", "claude-main")
         assert reset.returncode == 0, reset.stderr
         assert "available again" in reset.stdout
-        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="succeeded")
+        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="succeeded", timeout=90)
     assert agent_status(workspace, "claude-main")["status"] == "ready"
     assert jobs(store)["j"].state == "SUCCEEDED"
 
@@ -110,12 +110,12 @@ def test_a_changed_agent_config_clears_its_auth_state(workspace: Workspace) -> N
     workspace.submit(job_toml("j", [{"id": "t"}]))
     store = workspace.store()
     with running_engine(workspace.engine()):
-        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked")
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
         fixed = replay_agent(
             "claude-main", "claude", "claude-not-logged-in", ANTHROPIC_API_KEY="sk-x"
         )
         workspace.configure(agents=[fixed, WORKER | {"id": "spare"}])
-        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="resumed")
+        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="resumed", timeout=90)
     with store.read() as session:
         row = session.get(AgentStatus, "claude-main")
     assert row is None or row.status in ("ready", "auth")  # it may have failed again: fine
@@ -132,7 +132,7 @@ def test_codex_waiting_for_the_network_is_stopped_long_before_the_task_timeout(
     workspace.submit(job_toml("j", [{"id": "t", "timeout": 3600}]))
     store = workspace.store()
     with running_engine(workspace.engine()):
-        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=60)
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
         [run] = executions(store)
         task = tasks(store)["j/t"]
     assert run.outcome == "unavailable"
@@ -150,7 +150,7 @@ def test_a_missing_cli_is_the_agents_problem_not_the_tasks(workspace: Workspace)
     missing = {"id": "codex-main", "provider": "codex", "command": ["codex-not-installed-here"]}
     workspace.configure(agents=[missing, WORKER])
     workspace.submit(job_toml("j", [{"id": "t", "max_attempts": 1, "sim": sim()}]))
-    assert run_until_idle(workspace.engine())
+    assert run_until_idle(workspace.engine(), timeout=100)
     store = workspace.store()
     assert tasks(store)["j/t"].state == "SUCCEEDED"
     status = agent_status(workspace, "codex-main")
@@ -253,12 +253,14 @@ def test_a_due_probe_that_gets_through_makes_the_agent_ready_again(
     workspace.submit(job_toml("j", [{"id": "t"}]))
     store = workspace.store()
     with running_engine(workspace.engine()):
-        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=60)
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
         online.touch()  # the network is back
         with store.write() as session:  # and the 30 s back-off has passed
             session.get(AgentStatus, "codex-main").until = time.time()  # type: ignore[union-attr]
             session.get(Task, "j/t").not_before = time.time()  # type: ignore[union-attr]
-        wait_for(lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="probe ran the task")
+        wait_for(
+            lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="probe ran the task", timeout=120
+        )
     assert [e.outcome for e in executions(store)] == ["unavailable", "succeeded"]
     assert agent_status(workspace, "codex-main")["status"] == "ready"
     assert tasks(store)["j/t"].attempt == 1

@@ -22,7 +22,7 @@ import pytest
 from helpers import Workspace, executions, job_toml, jobs, run_until_idle, tasks
 
 HERE = Path(__file__).resolve().parent
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # npm ci, then three CLIs
 CLIS = ("claude", "codex", "gemini")
 REFUSED_PROXY = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused
 CODEX_UNREACHABLE_WITHIN_S = 90.0
