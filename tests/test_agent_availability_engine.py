@@ -259,7 +259,7 @@ def test_a_due_probe_that_gets_through_makes_the_agent_ready_again(
             session.get(AgentStatus, "codex-main").until = time.time()  # type: ignore[union-attr]
             session.get(Task, "j/t").not_before = time.time()  # type: ignore[union-attr]
         wait_for(
-            lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="probe ran the task", timeout=120
+            lambda: tasks(store)["j/t"].state == "SUCCEEDED", what="probe ran the task", timeout=60
         )
     assert [e.outcome for e in executions(store)] == ["unavailable", "succeeded"]
     assert agent_status(workspace, "codex-main")["status"] == "ready"
