@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine import agent_status
 from relay_engine.model import AgentRecord, Assignment, Memory, ProviderSession, Task
 from relay_engine.store import ensure_row, record_event
 
@@ -197,3 +198,4 @@ def sync_agents(session: Session, agents: Any, now: float) -> None:
         record.max_concurrent = agent.max_concurrent
         record.updated_at = now
         session.add(record)
+    agent_status.sync(session, configured.values(), now)

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from relay_engine import commands
+from relay_engine import cli_agents, commands
 from relay_engine.config import CONFIG_FILE, ConfigError, load_config
 from relay_engine.handlers import HANDLERS
 from relay_engine.jobfile import JobFileError, load_job_file
@@ -185,6 +185,12 @@ def _print_status(store: Store, job_id: str | None) -> None:
         if provider["status"] == "limited":
             reset = format_time(provider["reset_at"])
             console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
+    for agent in report["agents"]:
+        if agent["status"] not in ("ready", "limited"):  # limits are listed just above
+            console.print(
+                f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
+                f" [dim]fix: {escape(agent['fix'] or '')}[/]"
+            )
 
 
 def _command(
@@ -357,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--job", help="only this job")
     usage.add_argument("--json", action="store_true")
     usage.set_defaults(func=cmd_usage)
+    cli_agents.add_commands(sub, _store, _command)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlmodel import Session, col, select
 
-from relay_engine.limits import backoff_reset
+from relay_engine.limits import effective_reset
 from relay_engine.model import Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planning import allowed_wave
@@ -29,6 +30,17 @@ class LimitDecision:
     park_until: float | None
     provider: str
     reason: str
+
+
+@dataclass(frozen=True)
+class AgentWait:
+    """Where a task goes after its agent could not work at all: another agent, or parked."""
+
+    agent_id: str
+    swap_to: str | None
+    park_until: float | None  # None: until the agent is cleared (operator or config change)
+    reason: str  # "not logged in · Please run /login"
+    waiting: str  # "waiting on agent claude-main: ..." when no other agent can take it
 
 
 def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
@@ -65,6 +77,7 @@ def apply_outcome(
     *,
     now: float,
     limit_decision: LimitDecision | None = None,
+    agent_wait: AgentWait | None = None,
 ) -> None:
     """Move ``task`` (already fenced) to where ``outcome`` sends it."""
     if outcome.kind is OutcomeKind.SUCCEEDED:
@@ -82,6 +95,8 @@ def apply_outcome(
     elif outcome.kind is OutcomeKind.LIMITED:
         assert limit_decision is not None
         _limited(session, task, limit_decision, now)
+    elif outcome.kind is OutcomeKind.UNAVAILABLE and agent_wait is not None:
+        move_to_other_agent(session, task, agent_wait, now)
     else:
         fail_or_retry(session, task, outcome.error or outcome.kind.value, now=now)
 
@@ -138,8 +153,57 @@ def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> No
 
 
 def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:
+    _swap_or_park(
+        session,
+        task,
+        now,
+        swap_to=decision.swap_to,
+        swap_message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
+        f"{decision.reason}",
+        park_message=f"{task.key} parked until {decision.provider} resets at "
+        f"{format_time(decision.park_until)}: {decision.reason}",
+        park_until=decision.park_until,
+        waiting_on=decision.provider,
+        data={"provider": decision.provider, "agent": decision.swap_to}
+        if decision.swap_to
+        else {"provider": decision.provider, "until": decision.park_until},
+        provider=decision.provider,
+    )
+
+
+def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: float) -> None:
+    """The agent, not the task, failed: refund the attempt; swap, or park waiting on it."""
+    _swap_or_park(
+        session,
+        task,
+        now,
+        swap_to=wait.swap_to,
+        swap_message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
+        f"{wait.reason}",
+        park_message=f"{task.key} parked: {wait.waiting}",
+        park_until=wait.park_until,
+        waiting_on=wait.agent_id,
+        data={"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until},
+        error=wait.waiting,
+    )
+
+
+def _swap_or_park(
+    session: Session,
+    task: Task,
+    now: float,
+    *,
+    swap_to: str | None,
+    swap_message: str,
+    park_message: str,
+    park_until: float | None,
+    waiting_on: str,
+    data: dict[str, Any],
+    **park_fields: Any,
+) -> None:
+    """Not the task's fault: refund its attempt and hand it to ``swap_to``, else park it."""
     refunded = max(task.attempt - 1, 0)
-    if decision.swap_to is not None:
+    if swap_to is not None:
         move_task(
             session,
             task,
@@ -147,12 +211,11 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
             now=now,
             kind="task.swapped",
             level="warning",
-            message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
-            f"{decision.reason}"[:500],
+            message=swap_message[:500],
             attempt=refunded,
-            # A task pinned to the limited agent follows the swap, so the event tells the truth.
-            pinned_agent=decision.swap_to if task.pinned_agent else None,
-            data={"provider": decision.provider, "agent": decision.swap_to},
+            # A task pinned to the agent that failed follows the swap, so the event tells the truth.
+            pinned_agent=swap_to if task.pinned_agent else None,
+            data=data,
         )
         return
     move_task(
@@ -162,14 +225,13 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
         now=now,
         kind="task.parked",
         level="warning",
-        message=f"{task.key} parked until {decision.provider} resets at "
-        f"{format_time(decision.park_until)}: {decision.reason}"[:500],
+        message=park_message[:500],
         attempt=refunded,
-        not_before=decision.park_until,
-        waiting_on_provider=decision.provider,
+        not_before=park_until,
+        waiting_on_provider=waiting_on,
         parked_at=now,
-        provider=decision.provider,
-        data={"provider": decision.provider, "until": decision.park_until},
+        data=data,
+        **park_fields,
     )
 
 
@@ -243,9 +305,7 @@ def record_limit(
     was_limited = limit.status == "limited"
     limit.consecutive_hits = limit.consecutive_hits + 1 if was_limited else 1
     limit.status = "limited"
-    limit.reset_at = (
-        reset_at if reset_at is not None else backoff_reset(now, limit.consecutive_hits)
-    )
+    limit.reset_at = effective_reset(reset_at, now, limit.consecutive_hits)
     limit.source_text = source[:300]
     limit.detected_at = now
     limit.updated_at = now

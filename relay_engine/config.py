@@ -64,6 +64,8 @@ class AgentConfig(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     tools: tuple[str, ...] = ()
     command: Argv | None = None
+    access: Literal["read-only", "workspace-write", "full"] = "workspace-write"
+    args: tuple[str, ...] = ()  # appended verbatim to the CLI's argv
 
     @field_validator("roles")
     @classmethod
@@ -98,6 +100,9 @@ class RelayConfig(_Strict):
             seen.add(agent.id)
         return agents
 
+    def warnings(self) -> list[str]:
+        return agent_warnings(self.agents)
+
     def agent(self, agent_id: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.id == agent_id), None)
 
@@ -113,6 +118,16 @@ class RelayConfig(_Strict):
     @property
     def roles(self) -> frozenset[str]:
         return frozenset(role for agent in self.agents for role in agent.roles) | set(KNOWN_ROLES)
+
+
+def agent_warnings(agents: Iterable[AgentConfig]) -> list[str]:
+    """Settings that are valid but will not do what they say."""
+    return [
+        f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
+        f'(use access = "read-only" to stop it writing)'
+        for agent in agents
+        if agent.provider == "codex" and agent.tools
+    ]
 
 
 def _field_path(loc: Iterable[int | str], data: dict) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, text
 from sqlmodel import Session, col, func, select, update
 
+from relay_engine.availability import Availability, is_probing
 from relay_engine.config import AgentConfig, RelayConfig
 from relay_engine.model import Assignment, Execution, Job, Task
 from relay_engine.scheduler import TaskFacts, plan_dispatch
@@ -44,6 +45,7 @@ class QueueView:
     jobs: dict[str, Job]
     limits: dict[str, float]
     pins: dict[tuple[str, str, str], str]
+    availability: dict[str, Availability] = field(default_factory=dict)
 
 
 def task_facts(task: Task, gated: bool = False) -> TaskFacts:
@@ -148,15 +150,20 @@ def pick_agent(
     exclude: frozenset[str] = frozenset(),
 ) -> Selection:
     pin = view.pins.get((task.job_id, task.workstream or "", task.role))
+    agents = [
+        replace(a, max_concurrent=1) if is_probing(view.availability.get(a.id), now) else a
+        for a in agent_facts(config.agents, running)
+    ]  # an agent being probed for its network gets one launch at a time
     return select_agent(
         role=task.role,
         model_class=task.model_class,
         pinned_agent=task.pinned_agent,
         pin=PinFacts(agent_id=pin) if pin else None,
-        agents=agent_facts(config.agents, running),
+        agents=agents,
         providers=provider_facts(view.limits),
         now=now,
         exclude_providers=exclude,
+        availability=view.availability,
     )
 
 

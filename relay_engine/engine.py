@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import watchfiles
+from sqlalchemy import or_
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select, update
 
@@ -299,10 +300,13 @@ class Engine:
     def is_idle(self) -> bool:
         if self.live:
             return False
+        # A task parked with no time to wake waits on an operator (an agent to log in, a CLI
+        # to install): nothing this engine does will move it, so it does not keep it busy.
+        waking = or_(Task.state != TaskState.PARKED, col(Task.not_before).is_not(None))
         active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
         with self.store.read() as session:
-            busy = session.exec(select(Task.key).where(col(Task.state).in_(active)).limit(1))
-            return busy.first() is None and not self._planning_active(session)
+            query = select(Task.key).where(col(Task.state).in_(active), waking).limit(1)
+            return session.exec(query).first() is None and not self._planning_active(session)
 
     def _planning_active(self, session: Session) -> bool:
         return self.rounds.planning_active(session)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relay_engine import assignments, commands, planning
+from relay_engine import agent_status, assignments, commands, planning
 
 HANDLERS: dict[str, commands.Handler] = {
     **commands.HANDLERS,
@@ -10,4 +10,5 @@ HANDLERS: dict[str, commands.Handler] = {
     "approve": planning.approve_wave,
     "install_plan": planning.install_plan,
     "pin": assignments.pin_agent,
+    "agent.reset": agent_status.reset,
 }

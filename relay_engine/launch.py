@@ -7,6 +7,8 @@ so no transaction is ever held open across a process spawn.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from sqlmodel import Session, col, update
 from relay_engine.adapters import get_adapter
 from relay_engine.adapters.base import Adapter, InvocationContext
 from relay_engine.config import AgentConfig
+from relay_engine.failures import AgentFailure, missing
 from relay_engine.live import LiveExecution
 from relay_engine.model import Execution
 from relay_engine.redaction import REDACTED, SECRET_NAME, Redactor
@@ -69,6 +72,8 @@ def build_launch(
         resume_session_id=request.resume_session_id if adapter.supports_resume else None,
         tools=request.agent.tools,
         command=_resolve_command(command),
+        extra_args=request.agent.args,
+        access=request.agent.access,
     )
     invocation = adapter.build(context)
     env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
@@ -84,6 +89,27 @@ def build_launch(
         artifact_dir=directory,
         stdin_text=invocation.stdin_text,
     )
+
+
+def executable_of(agent: AgentConfig) -> str:
+    """The program an agent's launch runs: its `command` head, else the provider's CLI."""
+    if agent.provider == "command":
+        head = agent.command[0] if agent.command else ""
+    else:
+        head = agent.command[0] if agent.command else agent.provider
+    resolved = _resolve_command((head,)) if head else None
+    return resolved[0] if resolved else head
+
+
+def missing_executable(agent: AgentConfig) -> AgentFailure | None:
+    """cli-missing when the agent's program is not on the PATH it will run with."""
+    if agent.provider == "sim":
+        return None
+    exe = executable_of(agent)
+    if os.sep in exe and not os.path.isabs(exe):
+        return None  # relative to the task's folder, which does not exist yet
+    search = agent.env.get("PATH", os.environ.get("PATH", os.defpath))
+    return None if exe and shutil.which(exe, path=search) else missing(agent.provider, exe)
 
 
 def _resolve_command(command: tuple[str, ...] | None) -> tuple[str, ...] | None:

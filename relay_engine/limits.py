@@ -35,6 +35,7 @@ _WINDOW_AFTER = 40
 _MAX_HITS = 50
 GEMINI_QUOTA_ZONE = "America/Los_Angeles"
 _BACKOFF_MINUTES = (5, 15, 30, 60)
+MIN_WAIT_S = 5.0  # a reset sooner than this is floored to it: never a relaunch storm
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ _RATE_PATTERNS = [
     re.compile(r"RESOURCE_EXHAUSTED"),
     re.compile(r"rate_limit_(?:error|exceeded)", re.IGNORECASE),
     re.compile(r"too many requests", re.IGNORECASE),
+    re.compile(r"^\W*please retry in \d+(?:\.\d+)?\s*s(?:ec(?:ond)?s?)?\b", re.IGNORECASE),
     re.compile(r"\b(?:error|status|code|http)\W{0,4}(?:\w+\W{1,3})?429\b", re.IGNORECASE),
     re.compile(r"\b429\b\W{0,4}(?:too many|error|resource|rate)", re.IGNORECASE),
     re.compile(r"rate[ _-]?limit(?:ed|s)?\W{0,3}(?:exceeded|reached|hit)", re.IGNORECASE),
@@ -94,8 +96,16 @@ _IN_DURATION = re.compile(
 _DURATION_PART = re.compile(rf"(\d+(?:\.\d+)?)\s*({_UNIT})(?![a-z])", re.IGNORECASE)
 _RETRY_DELAY = re.compile(r"retryDelay\\?\"?\s*:\s*\\?\"(\d+(?:\.\d+)?)s", re.IGNORECASE)
 _RETRY_AFTER = re.compile(r"retry-after\W{1,3}(\d+)\b", re.IGNORECASE)
-_TRY_AGAIN_AT = re.compile(rf"try again (?:at|after)\s+{_DATE}{_TIME}{_ZONE}", re.IGNORECASE)
+_TRY_AGAIN_AT = re.compile(
+    rf"try again\s+(?:(?:at|after|on)\s+)?{_DATE}{_TIME}{_ZONE}", re.IGNORECASE
+)
 _RESETS_AT = re.compile(rf"\breset(?:s)?(?:\s+at|\s+on)?\s+{_DATE}{_TIME}{_ZONE}", re.IGNORECASE)
+_TRY_AGAIN_DATE = re.compile(
+    r"(?:try again|resets?|available again)\s+(?:on\s+)?"
+    r"(?P<month>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+"
+    r"(?P<day>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<year>\d{4}))?(?![\d:])(?!,?\s*(?:at\s+)?\d)",
+    re.IGNORECASE,
+)
 _DAILY_QUOTA = re.compile(r"daily quota|per[ _-]?day|quota.{0,40}(?:per|each) day", re.IGNORECASE)
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
@@ -150,6 +160,18 @@ def backoff_reset(now: float, consecutive_hits: int) -> float:
     """When no reset time was given: wait 5, 15, 30, then 60 minutes for repeated hits."""
     step = min(max(consecutive_hits, 1), len(_BACKOFF_MINUTES)) - 1
     return now + _BACKOFF_MINUTES[step] * 60.0
+
+
+def effective_reset(reset_at: float | None, now: float, consecutive_hits: int) -> float:
+    """When a limited provider may be tried again: never sooner than MIN_WAIT_S from now.
+
+    A reset already past (a stale epoch, a clock skew) says nothing about when the limit
+    ends, so it gets the back-off like a missing one; a reset within the minimum wait is
+    floored to it. Either way relaunching cannot turn into a hot loop.
+    """
+    if reset_at is None or reset_at <= now:
+        return backoff_reset(now, consecutive_hits)
+    return max(reset_at, now + MIN_WAIT_S)
 
 
 # --- event helpers --------------------------------------------------------------------------
@@ -277,10 +299,29 @@ def _from_daily_quota(text: str, now: datetime) -> float | None:
     return midnight.timestamp()
 
 
+def _from_date(text: str, now: datetime) -> float | None:
+    """ "Try again Aug 18." : the start of that day where the reader is (the next such day)."""
+    match = _TRY_AGAIN_DATE.search(text)
+    if match is None:
+        return None
+    local = now.astimezone(now.tzinfo or ZoneInfo("UTC"))
+    month = _MONTHS.index(match.group("month").lower()[:3]) + 1
+    year = int(match.group("year") or local.year)
+    try:
+        day = local.replace(year=year, month=month, day=int(match.group("day")))
+    except ValueError:
+        return None
+    day = day.replace(hour=0, minute=0, second=0, microsecond=0)
+    if match.group("year") is None and day + timedelta(days=1) <= local:
+        day = day.replace(year=year + 1)
+    return day.timestamp()
+
+
 _EXTRACTORS: tuple[Callable[[str, datetime], float | None], ...] = (
     _from_epoch_pipe,
     _from_duration,
     _from_clock,
+    _from_date,
     _from_daily_quota,
 )
 

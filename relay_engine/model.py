@@ -276,3 +276,23 @@ class NotifyCursor(SQLModel, table=True):
     destination: str = Field(primary_key=True)
     last_event_id: int = 0
     updated_at: float = 0.0
+
+
+class AgentStatus(SQLModel, table=True):
+    """An agent that could not work at all (login, network, CLI), and until when.
+
+    No row, or status "ready", means available. ``config_hash`` is the agent's config when
+    it was marked: an edited agent is a different agent and starts ready again.
+    """
+
+    __tablename__ = "relay_agent_status"
+    agent_id: str = Field(primary_key=True)
+    provider: str = ""
+    status: str = "ready"  # ready | auth | unreachable | cli-missing | cli-rejected
+    reason: str | None = _optional_text()
+    fix: str | None = _optional_text()
+    until: float | None = None  # unreachable: when the next probe may run
+    failures: int = 0  # consecutive failures of this class (the probe back-off)
+    config_hash: str = ""
+    since: float | None = None
+    updated_at: float = 0.0

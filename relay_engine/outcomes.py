@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from relay_engine.failures import AgentFailure
 from relay_engine.limits import LimitSignal
 from relay_engine.redaction import Redactor
 
@@ -23,6 +24,7 @@ class OutcomeKind(StrEnum):
     LIMITED = "limited"
     LOST = "lost"  # the task moved on without us (cancelled, lease lost): record nothing on it
     RELEASED = "released"  # the engine stopped it on shutdown: back to QUEUED, attempt refunded
+    UNAVAILABLE = "unavailable"  # the agent could not work at all: attempt refunded, agent marked
 
 
 class StopReason(StrEnum):
@@ -30,6 +32,7 @@ class StopReason(StrEnum):
     LOST = "lost"
     RELEASED = "released"
     LIMITED = "limited"
+    UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Outcome:
     limit: LimitSignal | None = None
     diffstat: str | None = None
     commit: str | None = None
+    failure: AgentFailure | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class ExitFacts:
     result_file: Any  # parsed result.json, or None
     limit: LimitSignal | None
     stderr_tail: str
+    failure: AgentFailure | None = None
 
 
 def _result_parts(facts: ExitFacts) -> tuple[str | None, Any]:
@@ -73,6 +78,10 @@ def judge_exit(facts: ExitFacts) -> Outcome:
         return Outcome(OutcomeKind.RELEASED, error="released when the engine stopped")
     if facts.limit is not None:
         return Outcome(OutcomeKind.LIMITED, error=facts.limit.source_text, limit=facts.limit)
+    if facts.failure is not None:
+        failure = facts.failure
+        error = f"{failure.kind.value}: {failure.reason}"
+        return Outcome(OutcomeKind.UNAVAILABLE, error=error, failure=failure)
     if facts.stop_reason is StopReason.TIMEOUT:
         return Outcome(OutcomeKind.TIMEOUT, error=f"timed out after {facts.timeout_s:.0f}s")
     summary, data = _result_parts(facts)
@@ -85,7 +94,8 @@ def judge_exit(facts: ExitFacts) -> Outcome:
 
 
 def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The last line that says something: a lone `}` closing a JSON error says nothing."""
+    lines = [line.strip() for line in text.splitlines() if any(c.isalnum() for c in line)]
     return lines[-1][:500] if lines else ""
 
 
@@ -99,10 +109,14 @@ def redact_outcome(outcome: Outcome, redactor: Redactor) -> Outcome:
     limit = outcome.limit
     if limit is not None:
         limit = replace(limit, source_text=redactor.text(limit.source_text))
+    failure = outcome.failure
+    if failure is not None:
+        failure = replace(failure, reason=redactor.text(failure.reason))
     return replace(
         outcome,
         summary=redactor.optional(outcome.summary),
         error=redactor.optional(outcome.error),
         data=data,
         limit=limit,
+        failure=failure,
     )

@@ -17,7 +17,7 @@ from relay_engine.model import Job, ProviderLimit, Task
 from relay_engine.scheduler import readiness
 from relay_engine.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
 from relay_engine.store import Store, record_event
-from relay_engine.taskops import move_task, tasks_by_key
+from relay_engine.taskops import move_task, resume_parked_task, tasks_by_key
 from relay_engine.upstream import hold_for_other_jobs
 
 
@@ -108,17 +108,8 @@ def resume_parked(store: Store, now: float) -> bool:
             )
         for task in tasks_by_key(session, due).values():
             if task.state == TaskState.PARKED:
-                move_task(
-                    session,
-                    task,
-                    TaskState.QUEUED,
-                    now=now,
-                    kind="task.resumed",
-                    message=f"{task.key} resumed: {task.waiting_on_provider} reset passed",
-                    resumed_at=now,
-                    waiting_on_provider=None,
-                    not_before=None,
-                )
+                message = f"{task.key} resumed: {task.waiting_on_provider} reset passed"
+                resume_parked_task(session, task, now, message)
     return True
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select, update
 
-from relay_engine import assignments, dispatch
+from relay_engine import agent_status, assignments, dispatch
 from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
@@ -38,6 +38,7 @@ from relay_engine.selection import Selected
 from relay_engine.workspace import WorkspaceError
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
+STDERR_WATCH_INTERVAL_S = 2.0
 
 
 class Reaper:
@@ -60,6 +61,9 @@ class Reaper:
             report = live.pump(wall)
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
+            self._watch_stderr(live, now)
+            if live.parser.report.failure is not None and live.stop_reason is None:
+                live.stop(StopReason.UNAVAILABLE, 2.0)  # e.g. codex waiting for the network
             if live.process.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, self.runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
@@ -78,6 +82,13 @@ class Reaper:
                     task = owned.get(exit_.live.task_key or "")
                     self.on_complete(session, exit_.live, exit_.outcome, now, task)
         return True
+
+    def _watch_stderr(self, live: LiveExecution, now: float) -> None:
+        """Some CLIs retry a dead network on stderr only (gemini): look every few seconds."""
+        if now - live.extra.get("stderr_seen", 0.0) < STDERR_WATCH_INTERVAL_S:
+            return
+        live.extra["stderr_seen"] = now
+        live.parser.notice_stderr(live.process.stderr_tail())
 
     def _fence_check(self) -> None:
         """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
@@ -109,6 +120,7 @@ class Reaper:
                 result_file=result_file if result_file is not None else report.result_data,
                 limit=report.limit,
                 stderr_tail=stderr_tail,
+                failure=report.failure,
             )
         )
         if live.plan_id is None:
@@ -195,8 +207,15 @@ class Reaper:
         if outcome.kind is OutcomeKind.LOST or task is None:
             return
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+        wait = None
+        if outcome.kind is OutcomeKind.UNAVAILABLE and outcome.failure is not None:
+            wait = agent_status.decide_agent_wait(
+                session, task, outcome.failure, self.runtime.config, now
+            )
+        elif outcome.kind in (OutcomeKind.SUCCEEDED, OutcomeKind.FAILED):
+            agent_status.note_worked(session, live.agent_id, now)  # e.g. a probe got through
         self._carry_over(session, task, live, outcome, decision, now)
-        apply_outcome(session, task, outcome, now=now, limit_decision=decision)
+        apply_outcome(session, task, outcome, now=now, limit_decision=decision, agent_wait=wait)
         self.runtime.settle_later(task.job_id)
 
     def _carry_over(
@@ -243,7 +262,9 @@ class Reaper:
         assert signal is not None
         provider = task.provider or signal.provider
         limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
-        view = dispatch.QueueView([], [], {}, limited_providers(session), {})
+        view = dispatch.QueueView(
+            [], [], {}, limited_providers(session), {}, agent_status.availability_map(session)
+        )
         choice = dispatch.pick_agent(
             task, view, self.runtime.config, Counter(), now, frozenset({provider})
         )

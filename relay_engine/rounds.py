@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlmodel import Session, col, select
 
-from relay_engine import dispatch
+from relay_engine import agent_status, dispatch
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
 from relay_engine.gates import advance_assess_gate
 from relay_engine.launch import LaunchRequest, record_spawn
@@ -94,14 +94,15 @@ class PlannerRounds:
                 )
             ).all()
             limits = limited_providers(session)
+            availability = agent_status.availability_map(session)
         started = False
         for plan in waiting:
-            started |= self._start(plan, limits, now)
+            view = dispatch.QueueView([], [], {}, limits, {}, availability)
+            started |= self._start(plan, view, now)
         return started
 
-    def _start(self, plan: Plan, limits: dict[str, float], now: float) -> bool:
+    def _start(self, plan: Plan, view: dispatch.QueueView, now: float) -> bool:
         runtime = self.runtime
-        view = dispatch.QueueView([], [], {}, limits, {})
         probe = _PlannerTask(plan.job_id)
         choice = dispatch.pick_agent(probe, view, runtime.config, Counter(), now)  # type: ignore[arg-type]
         if not isinstance(choice, Selected):
@@ -163,10 +164,13 @@ class PlannerRounds:
         plan = _fenced_plan(session, live.plan_id, live.execution_id)
         if plan is None or outcome.kind is OutcomeKind.LOST:
             return
-        if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED):
+        if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED, OutcomeKind.UNAVAILABLE):
             if outcome.limit is not None:
                 limit = outcome.limit
                 record_limit(session, live.provider, limit.reset_at, limit.source_text, now)
+            agent = self.runtime.config.agent(live.agent_id)
+            if outcome.failure is not None and agent is not None:
+                agent_status.record_failure(session, agent, outcome.failure, now)
             plan.attempt = max(plan.attempt - 1, 0)  # not the planner's fault: refund it
             plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
             session.add(plan)

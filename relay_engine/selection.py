@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from relay_engine.availability import Availability, is_available
+
 
 @dataclass(frozen=True)
 class AgentFacts:
@@ -42,9 +44,10 @@ class Selected:
 
 @dataclass(frozen=True)
 class Park:
-    provider: str
-    until: float
+    provider: str  # what the task waits on: a limited provider, or an unavailable agent's id
+    until: float | None  # None: until an operator or a config change clears the agent
     reason: str
+    agent: str | None = None  # set when the wait is for an unavailable agent
 
 
 @dataclass(frozen=True)
@@ -98,16 +101,19 @@ def select_agent(
     providers: Mapping[str, ProviderFacts],
     now: float,
     exclude_providers: frozenset[str] = frozenset(),
+    availability: Mapping[str, Availability] | None = None,
 ) -> Selection:
     """Pins keep a task (or a workstream) on one agent for continuity, so a pinned agent that is
-    merely full makes the task wait rather than move; a limited or excluded provider releases
-    the pin and the task falls through to automatic choice."""
+    merely full makes the task wait rather than move; a limited, excluded or unavailable
+    (not logged in, unreachable, CLI missing) agent releases the pin and the task falls through
+    to automatic choice."""
     eligible = eligible_agents(agents, role, model_class)
     if not eligible:
         return NoAgent(_no_agent_reason(role, model_class))
+    states = availability or {}
 
     def usable(agent: AgentFacts) -> bool:
-        if agent.provider in exclude_providers:
+        if agent.provider in exclude_providers or not is_available(states.get(agent.id), now):
             return False
         return limited_until(agent.provider, providers, now) is None
 
@@ -119,22 +125,35 @@ def select_agent(
             return Selected(agent.id, agent.provider, via)
         return Wait(f"{via} agent {agent.id} is at max_concurrent ({_load(agent)})")
 
-    return _auto(eligible, [a for a in eligible if usable(a)], providers, now)
+    usable_agents = [a for a in eligible if usable(a)]
+    if usable_agents:
+        return _auto(usable_agents)
+    available = [a for a in eligible if is_available(states.get(a.id), now)]
+    if not available:
+        return _wait_on_agents([states[a.id] for a in eligible])
+    return _all_limited(available, providers, now)
 
 
-def _auto(
-    eligible: list[AgentFacts],
-    usable: list[AgentFacts],
-    providers: Mapping[str, ProviderFacts],
-    now: float,
-) -> Selection:
+def _auto(usable: list[AgentFacts]) -> Selection:
     free = [a for a in usable if has_capacity(a)]
     if free:
         best = min(free, key=lambda a: a.running)  # min keeps the first: config order breaks ties
         return Selected(best.id, best.provider, "auto")
-    if usable:
-        busy = ", ".join(f"{a.id} {_load(a)}" for a in usable)
-        return Wait(f"all usable agents are at max_concurrent: {busy}")
+    busy = ", ".join(f"{a.id} {_load(a)}" for a in usable)
+    return Wait(f"all usable agents are at max_concurrent: {busy}")
+
+
+def _wait_on_agents(states: list[Availability]) -> Park:
+    """Every capable agent is unavailable: wait for the first probe, else for an operator."""
+    probing = [s for s in states if s.until is not None]
+    first = min(probing, key=lambda s: (s.until, s.agent_id)) if probing else states[0]
+    reason = f"waiting on agent {first.agent_id}: {first.reason or first.status}"
+    return Park(first.agent_id, first.until, reason, agent=first.agent_id)
+
+
+def _all_limited(
+    eligible: list[AgentFacts], providers: Mapping[str, ProviderFacts], now: float
+) -> Selection:
     resets = {a.provider: limited_until(a.provider, providers, now) for a in eligible}
     if any(until is None for until in resets.values()):
         excluded = sorted(p for p, until in resets.items() if until is None)

@@ -8,22 +8,31 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from sqlmodel import Session
 
-from relay_engine import assignments, dispatch
+from relay_engine import agent_status, assignments, dispatch
 from relay_engine.completion import (
     fail_or_retry,
     fenced_task,
     fenced_tasks,
     finish_execution_row,
     limited_providers,
+    move_to_other_agent,
 )
 from relay_engine.config import AgentConfig
 from relay_engine.context import prompt_context
+from relay_engine.failures import AgentFailure
 from relay_engine.jobs import timeout_for
-from relay_engine.launch import LaunchRequest, adapter_for, build_launch, record_spawn
+from relay_engine.launch import (
+    LaunchRequest,
+    adapter_for,
+    build_launch,
+    missing_executable,
+    record_spawn,
+)
 from relay_engine.live import LiveExecution
 from relay_engine.model import Job, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
@@ -58,6 +67,7 @@ class Starter:
             if not view.queued or len(view.running) >= capacity:
                 return False
             running = dispatch.running_by_agent(session)
+            view = replace(view, availability=agent_status.availability_map(session))
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         for task in dispatch.choose(view, capacity):
@@ -84,11 +94,11 @@ class Starter:
             now=now,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
-        failed: list[tuple[dispatch.Claim, str]] = []
+        failed: list[tuple[dispatch.Claim, str | AgentFailure]] = []
         # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
         # overlapping them keeps a burst of starts from stalling the loop.
         for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
-            if isinstance(result, str):
+            if isinstance(result, str | AgentFailure):
                 failed.append((claim, result))
             else:
                 started.append((claim, *result))
@@ -103,11 +113,15 @@ class Starter:
 
     def _prepare(
         self, claim: dispatch.Claim
-    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str:
-        """Build and start one claimed task's agent; the error text when it cannot start."""
+    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure:
+        """Build and start one claimed task's agent; why, when it cannot start (an
+        :class:`AgentFailure` when the agent's CLI is missing: the task is not to blame)."""
         agent = self.runtime.config.agent(claim.selected.agent_id)
         if agent is None:
             return f"agent {claim.selected.agent_id} is no longer configured"
+        missing = missing_executable(agent)
+        if missing is not None:
+            return missing
         try:
             request = self._launch_request(claim.task, agent, claim.execution_id)
             live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
@@ -179,16 +193,27 @@ class Starter:
         )
 
     def _launch_failed(
-        self, session: Session, key: str, execution_id: str, error: str, now: float
+        self, session: Session, key: str, execution_id: str, error: str | AgentFailure, now: float
     ) -> None:
         fenced = fenced_task(session, key, execution_id)
-        failure = Outcome(OutcomeKind.FAILED, error=error)
-        finish_execution_row(session, execution_id, failure, exit_code=None, now=now)
-        if fenced is not None:
+        if isinstance(error, AgentFailure):
+            outcome = Outcome(OutcomeKind.UNAVAILABLE, error=f"{error.kind}: {error.reason}")
+        else:
+            outcome = Outcome(OutcomeKind.FAILED, error=error)
+        finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
+        if fenced is None:
+            return
+        self.runtime.settle_later(fenced.job_id)
+        if isinstance(error, AgentFailure):
+            wait = agent_status.decide_agent_wait(session, fenced, error, self.runtime.config, now)
+            move_to_other_agent(session, fenced, wait, now)
+        else:
             fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
-            self.runtime.settle_later(fenced.job_id)
 
     def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
+        """Park without launching; a wait on an unavailable agent keeps its reason as the error
+        (the task's provider stays the one it last ran on)."""
+        extra = {"provider": park.provider} if park.agent is None else {"error": park.reason}
         return self._settle_unclaimed(
             task.key,
             TaskState.PARKED,
@@ -199,8 +224,8 @@ class Starter:
             not_before=park.until,
             waiting_on_provider=park.provider,
             parked_at=now,
-            provider=park.provider,
-            data={"provider": park.provider, "until": park.until},
+            data={"provider": park.provider, "until": park.until, "agent": park.agent},
+            **extra,
         )
 
     def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:

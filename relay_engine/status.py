@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlmodel import select
 
+from relay_engine.agent_status import agent_rows
 from relay_engine.model import Job, Plan, ProviderLimit, Task
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
@@ -17,6 +19,7 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         tasks = session.exec(select(Task).order_by(Task.job_id, Task.wave, Task.created_at)).all()
         limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
         plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
+        agents = [row.as_dict() for row in agent_rows(session, time.time())]
     if job_id:
         jobs = [j for j in jobs if j.id == job_id]
         tasks = [t for t in tasks if t.job_id == job_id]
@@ -29,6 +32,7 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         "tasks": [{**_task(t), "spend": _spend(by_task.get(t.key))} for t in tasks],
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
+        "agents": agents,
     }
 
 

@@ -88,3 +88,18 @@ def touch_job(session: Session, job_id: str, now: float) -> Job | None:
         job.updated_at = now
         session.add(job)
     return job
+
+
+def resume_parked_task(session: Session, task: Task, now: float, message: str) -> None:
+    """A parked task goes back to the queue; dispatch decides again where it runs."""
+    move_task(
+        session,
+        task,
+        TaskState.QUEUED,
+        now=now,
+        kind="task.resumed",
+        message=message,
+        resumed_at=now,
+        waiting_on_provider=None,
+        not_before=None,
+    )

@@ -352,13 +352,27 @@ def test_command_override_keeps_provider_arguments(tmp_path: Path) -> None:
 def test_codex_argv(tmp_path: Path) -> None:
     adapter = get_adapter("codex")
     fresh = adapter.build(ctx(tmp_path, model="gpt-5-codex"))
-    assert fresh.argv == ["codex", "exec", "--json", "--model", "gpt-5-codex", "Fix the parser"]
-    resumed = adapter.build(ctx(tmp_path, resume_session_id="t-9", extra_args=("--full-auto",)))
+    assert fresh.argv == [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "workspace-write",
+        "--model",
+        "gpt-5-codex",
+        "Fix the parser",
+    ]
+    resumed = adapter.build(ctx(tmp_path, resume_session_id="t-9", extra_args=("-c", "x=1")))
     assert resumed.argv == [
         "codex",
         "exec",
         "--json",
-        "--full-auto",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "workspace-write",
+        "-c",
+        "x=1",
         "resume",
         "t-9",
         "Fix the parser",

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from relay_engine.failures import AgentFailure, ExitEvidence, classify_event, classify_exit
 from relay_engine.limits import LimitSignal, detect_limit, detect_limit_in_event
 
 LINE_CAP = 1024 * 1024  # longest stdout line kept; longer lines are dropped whole
@@ -40,6 +41,7 @@ class InvocationContext:
     tools: tuple[str, ...] = ()
     command: tuple[str, ...] | None = None
     extra_args: tuple[str, ...] = ()
+    access: str = "workspace-write"  # "read-only" | "workspace-write" | "full"
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class AgentReport:
     is_error: bool = False
     error: str | None = None
     limit: LimitSignal | None = None
+    failure: AgentFailure | None = None  # the agent could not work at all (login, network, CLI)
     last_progress: str | None = None
 
 
@@ -70,6 +73,9 @@ class StreamParser(Protocol):
     def feed(self, chunk: bytes, now: datetime) -> None: ...
 
     def finish(self, exit_code: int, stderr_tail: str, now: datetime) -> AgentReport: ...
+
+    def notice_stderr(self, stderr_tail: str) -> None:
+        """Look at the stderr so far while the CLI runs (retry loops some CLIs print there)."""
 
     @property
     def report(self) -> AgentReport: ...
@@ -285,6 +291,7 @@ class BaseParser:
         self._report = AgentReport()
         self._lines = LineBuffer()
         self._raw = TextKeeper()  # stdout lines that were not events, for limit detection
+        self._cli_errors: deque[str] = deque(maxlen=8)  # the CLI's own error texts
 
     @property
     def report(self) -> AgentReport:
@@ -299,7 +306,11 @@ class BaseParser:
             self._line(line, now)
         self._complete(exit_code, stderr_tail, now)
         self._settle_limit(exit_code, stderr_tail, now)
+        self._settle_failure(exit_code, stderr_tail)
         return self.report
+
+    def notice_stderr(self, stderr_tail: str) -> None:
+        """Most CLIs stream everything worth knowing on stdout; see GeminiParser."""
 
     def _line(self, line: str, now: datetime) -> None:
         raise NotImplementedError
@@ -309,6 +320,27 @@ class BaseParser:
 
     def _event_limit(self, event: dict, now: datetime) -> None:
         self._merge_limit(detect_limit_in_event(event, self.provider, now))
+        if self._report.failure is None:
+            self._report.failure = classify_event(event, self.provider)
+
+    def _cli_error(self, text: object) -> None:
+        """Remember an error the CLI itself reported, for classifying the exit."""
+        if isinstance(text, str) and text.strip():
+            self._cli_errors.append(text)
+
+    def _settle_failure(self, exit_code: int, stderr_tail: str) -> None:
+        """A failed run that is no limit may still be the agent's own trouble (login, CLI).
+
+        A failure seen while the CLI ran stands whatever the exit code: relay stopped that
+        CLI because of it (gemini even exits 0 on the SIGTERM).
+        """
+        report = self._report
+        if report.failure is None and report.is_error and report.limit is None:
+            evidence = ExitEvidence(self.provider, exit_code, tuple(self._cli_errors), stderr_tail)
+            report.failure = classify_exit(evidence)
+        if report.failure is not None:
+            report.is_error = True
+            report.error = report.failure.reason
 
     def _merge_limit(self, signal: LimitSignal | None) -> None:
         current = self._report.limit

@@ -23,6 +23,12 @@ from relay_engine.adapters.base import (
 )
 
 _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+PERMISSION_MODES = {
+    "read-only": "plan",
+    "workspace-write": "acceptEdits",
+    "full": "bypassPermissions",
+}
+"""`access` -> `--permission-mode`: `claude -p` denies every edit not pre-approved."""
 
 
 class ClaudeAdapter:
@@ -34,6 +40,7 @@ class ClaudeAdapter:
         via_stdin = prompt_needs_stdin(ctx.prompt)
         argv = [*exe, "-p", *([] if via_stdin else [ctx.prompt])]
         argv += ["--output-format", "stream-json", "--verbose"]
+        argv += ["--permission-mode", PERMISSION_MODES[ctx.access]]
         if ctx.resume_session_id:
             argv += ["--resume", ctx.resume_session_id]
         if ctx.model:
@@ -85,6 +92,8 @@ class ClaudeParser(JsonLinesParser):
         if texts:
             self._last_text = "\n".join(texts)
             self._report.last_progress = first_line(self._last_text)
+            if event.get("error"):
+                self._cli_error(self._last_text)
         for block in blocks:
             if block.get("type") == "tool_use":
                 self._report.last_progress = _tool_progress(block)
@@ -99,6 +108,8 @@ class ClaudeParser(JsonLinesParser):
         report.is_error = bool(event.get("is_error")) or subtype != "success"
         if report.is_error:
             report.error = report.last_progress = clean_progress(report.result_text) or subtype
+            if (report.result_text or "").startswith("API Error"):
+                self._cli_error(report.result_text)
         cost = event.get("total_cost_usd", event.get("cost_usd"))
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             report.cost_usd = float(cost)

@@ -22,15 +22,28 @@ from relay_engine.adapters.base import (
     relay_env,
 )
 
+SANDBOX_MODES = {
+    "read-only": "read-only",
+    "workspace-write": "workspace-write",
+    "full": "danger-full-access",
+}
+"""`access` -> `--sandbox`: `codex exec` is read-only unless told otherwise."""
+
 
 class CodexAdapter:
     provider = "codex"
     supports_resume = True
 
     def build(self, ctx: InvocationContext) -> Invocation:
-        """Codex has no tool allow-list flag, so `ctx.tools` is not passed on."""
+        """Codex has no tool allow-list flag, so `ctx.tools` is not passed on (config warns).
+
+        relay owns the working directory (a worktree, or a folder that need not be a git
+        repository), so the git-repository check is always skipped. The exec-level flags go
+        before `resume`: `codex exec resume` takes no `--sandbox` of its own.
+        """
         exe = list(ctx.command) if ctx.command else ["codex"]
-        argv = [*exe, "exec", "--json"]
+        argv = [*exe, "exec", "--json", "--skip-git-repo-check"]
+        argv += ["--sandbox", SANDBOX_MODES[ctx.access]]
         if ctx.model:
             argv += ["--model", ctx.model]
         argv += list(ctx.extra_args)
@@ -70,8 +83,10 @@ class CodexParser(JsonLinesParser):
             message = error.get("message") if isinstance(error, dict) else error
             report.is_error = True
             report.error = report.last_progress = clean_progress(str(message or "turn failed"))
+            self._cli_error(message)
         elif kind == "error":
             report.error = clean_progress(str(event.get("message") or "error"))
+            self._cli_error(event.get("message"))
             report.last_progress = report.error
         self._event_limit(event, now)
 

@@ -10,6 +10,7 @@ The output is one (pretty-printed) JSON object: `{"response", "stats": {"models"
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 from relay_engine.adapters.base import (
@@ -24,8 +25,13 @@ from relay_engine.adapters.base import (
     prompt_needs_stdin,
     relay_env,
 )
+from relay_engine.failures import classify_text, gemini_error_message, unreachable
 
 OUTPUT_CAP = 8 * 1024 * 1024  # the single JSON object is buffered whole up to this size
+APPROVAL_MODES = {"read-only": "plan", "workspace-write": "auto_edit", "full": "yolo"}
+"""`access` -> `--approval-mode`: the default mode blocks writes when headless."""
+_RETRY_LINE = re.compile(r"^Attempt (\d+) failed\. Retrying with backoff\.\.\. (.*)$", re.M)
+NETWORK_RETRIES_BEFORE_UNREACHABLE = 3
 
 
 class GeminiAdapter:
@@ -37,7 +43,8 @@ class GeminiAdapter:
         exe = list(ctx.command) if ctx.command else ["gemini"]
         via_stdin = prompt_needs_stdin(ctx.prompt)
         argv = [*exe, *([] if via_stdin else ["-p", ctx.prompt])]
-        argv += ["--output-format", "json"]
+        argv += ["--output-format", "json", "--approval-mode", APPROVAL_MODES[ctx.access]]
+        argv.append("--skip-trust")  # relay's worktrees are never in gemini's trusted list
         if ctx.resume_session_id:
             argv += ["--resume", ctx.resume_session_id]
         if ctx.model:
@@ -83,10 +90,23 @@ class GeminiParser(BaseParser):
             self._apply_stats(event.get("stats"))
         self._event_limit(event, now)
 
+    def notice_stderr(self, stderr_tail: str) -> None:
+        """Offline, gemini retries "fetch failed" with back-off for minutes, on stderr only."""
+        if self._report.failure is not None:
+            return
+        retries = _RETRY_LINE.findall(stderr_tail)
+        if not retries or int(retries[-1][0]) < NETWORK_RETRIES_BEFORE_UNREACHABLE:
+            return
+        failure = classify_text(self.provider, retries[-1][1])
+        if failure is not None and failure.kind == "unreachable":
+            self._report.failure = unreachable(retries[-1][1])
+
     def _complete(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
         report = self._report
         text = "\n".join(self._lines_kept)
         payload = _single_object(text)
+        if payload is None and exit_code != 0:
+            payload = _stderr_error(stderr_tail)  # a fatal error goes to stderr, not stdout
         if payload is not None and "type" not in payload:  # "type": a stream-json event
             self._apply_payload(payload, now)
         elif self._stream_text:
@@ -109,6 +129,7 @@ class GeminiParser(BaseParser):
         if isinstance(error, dict):
             report.is_error = True
             report.error = clean_progress(str(error.get("message") or error.get("type")))
+            self._cli_error(report.error)
             report.last_progress = report.error
             self._event_limit(payload, now)
 
@@ -145,6 +166,12 @@ class GeminiParser(BaseParser):
         report = self._report
         report.input_tokens, report.output_tokens, report.cached_tokens = inputs, outputs, cached
         report.model = heaviest[1] or report.model
+
+
+def _stderr_error(stderr: str) -> dict | None:
+    """The `{"session_id", "error": {...}}` object gemini prints on stderr when it fails."""
+    message = gemini_error_message(stderr)
+    return {"error": {"message": message}} if message else None
 
 
 def _single_object(text: str) -> dict | None:

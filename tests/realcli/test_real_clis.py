@@ -1,0 +1,158 @@
+"""relay against the real agent CLIs, installed from npm at the versions package.json pins.
+
+Run offline and logged out (each agent gets an empty HOME; codex is pointed at a refused
+loopback proxy, so the test means the same on a machine with network): claude and gemini
+must end `auth` and codex `unreachable` without using a task attempt, every task must
+then succeed on the `command` agent, and no CLI process may be left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from helpers import Workspace, executions, job_toml, jobs, run_until_idle, tasks
+
+HERE = Path(__file__).resolve().parent
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # npm ci, then three CLIs
+CLIS = ("claude", "codex", "gemini")
+REFUSED_PROXY = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused
+CODEX_UNREACHABLE_WITHIN_S = 90.0
+
+
+def cache_dir() -> Path:
+    default = Path.home() / ".cache" / "relay-realcli"
+    return Path(os.environ.get("RELAY_REALCLI_CACHE", default))
+
+
+def _installed(folder: Path) -> bool:
+    """The pinned versions are there (npm ci is skipped when the lockfile has not changed)."""
+    lock = folder / "package-lock.json"
+    same_lock = lock.is_file() and lock.read_bytes() == (HERE / "package-lock.json").read_bytes()
+    bins = all((folder / "node_modules" / ".bin" / cli).exists() for cli in CLIS)
+    return same_lock and bins
+
+
+@pytest.fixture(scope="module")
+def cli_bin() -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(
+            "npm is not installed: the real-CLI tier installs claude, codex and gemini with it"
+        )
+    folder = cache_dir()
+    if not _installed(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(HERE / name, folder / name)
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=folder,
+            check=True,
+            timeout=600,
+        )
+    return folder / "node_modules" / ".bin"
+
+
+def real_agent(cli: str, bin_dir: Path, home: Path) -> dict[str, Any]:
+    env = {"HOME": str(home)}
+    if cli == "codex":
+        env |= {
+            "HTTPS_PROXY": REFUSED_PROXY,
+            "HTTP_PROXY": REFUSED_PROXY,
+            "ALL_PROXY": REFUSED_PROXY,
+        }
+    return {"id": f"{cli}-main", "provider": cli, "command": [str(bin_dir / cli)], "env": env}
+
+
+def git_repo(path: Path) -> Path:
+    path.mkdir()
+    (path / "README.md").write_text("real-CLI tier\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["-c", "user.name=relay", "-c", "user.email=relay@example.invalid", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    return path
+
+
+def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None:
+    versions = {
+        cli: subprocess.run(
+            [str(cli_bin / cli), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
+        for cli in CLIS
+    }
+    pinned = json.loads((HERE / "package.json").read_text())["dependencies"]
+    assert pinned["@anthropic-ai/claude-code"] in versions["claude"]
+    assert pinned["@openai/codex"] in versions["codex"]
+    assert pinned["@google/gemini-cli"] in versions["gemini"]
+
+    home = tmp_path / "home"
+    home.mkdir()
+    worker = {
+        "id": "worker",
+        "provider": "command",
+        "command": [sys.executable, "-c", "print('done by the command agent')"],
+    }
+    workspace = Workspace(tmp_path / "ws")
+    workspace.path.mkdir()
+    workspace.configure(agents=[*(real_agent(c, cli_bin, home) for c in CLIS), worker])
+    repo = git_repo(tmp_path / "repo")
+    job = job_toml(
+        "real",
+        [{"id": cli, "agent": f"{cli}-main", "max_attempts": 1, "timeout": 1800} for cli in CLIS],
+        repo=str(repo),
+    )
+    workspace.submit(job)
+    started = time.time()
+    try:
+        assert run_until_idle(workspace.engine(), timeout=240)
+        check_outcome(workspace, started)
+    finally:
+        workspace.close()
+
+
+def check_outcome(workspace: Workspace, started: float) -> None:
+    store = workspace.store()
+    by_task = tasks(store)
+    for cli in CLIS:
+        task = by_task[f"real/{cli}"]
+        assert (task.state, task.agent, task.attempt) == ("SUCCEEDED", "worker", 1), cli
+    assert jobs(store)["real"].state == "SUCCEEDED"
+    runs = {e.agent: e for e in executions(store) if e.agent != "worker"}
+    assert {agent: run.outcome for agent, run in runs.items()} == {
+        f"{cli}-main": "unavailable" for cli in CLIS
+    }
+    codex = runs["codex-main"]
+    assert codex.ended_at is not None and codex.started_at is not None
+    assert codex.ended_at - codex.started_at < CODEX_UNREACHABLE_WITHIN_S
+    agents = {a["id"]: a for a in workspace.status()["agents"]}
+    assert agents["claude-main"]["status"] == "auth"
+    assert agents["claude-main"]["reason"] == "Not logged in · Please run /login"
+    assert agents["gemini-main"]["status"] == "auth"
+    assert agents["gemini-main"]["reason"].startswith("Please set an Auth method")
+    assert agents["codex-main"]["status"] == "unreachable"
+    assert "waiting for network" in agents["codex-main"]["reason"]
+    assert agents["worker"]["status"] == "ready"
+    leftovers = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline", "create_time"])
+        if p.info["create_time"]
+        and p.info["create_time"] >= started - 1
+        and str(cache_dir()) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
