@@ -75,7 +75,9 @@ def retry_task(session: Session, payload: dict, now: float) -> str:
     if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
         raise CommandRejected(f"task {task.key} is {task.state}; only FAILED or CANCELLED retry")
     deps = {t.task_id: t.state for t in job_tasks(session, task.job_id, list(TaskState))}
-    ready = all(deps.get(dep) == TaskState.SUCCEEDED for dep in task.dependencies)
+    ready = not task.external_deps and all(
+        deps.get(dep) == TaskState.SUCCEEDED for dep in task.dependencies
+    )
     target = TaskState.QUEUED if ready else TaskState.DRAFT
     max_attempts = max(task.max_attempts, task.attempt + 1)
     move_task(

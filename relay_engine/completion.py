@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from relay_engine import troubleshoot
 from relay_engine.limits import effective_reset
 from relay_engine.model import Execution, Job, ProviderLimit, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
@@ -123,6 +124,8 @@ def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None
             job.job_branch = f"relay/{job.id}"
             session.add(job)
     release_dependents(session, task, now=now)
+    if task.kind == troubleshoot.KIND:
+        troubleshoot.conclude(session, task, now)
 
 
 def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> None:
@@ -138,6 +141,11 @@ def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> No
             error=error,
         )
         return
+    fail_task(session, task, error, f"failed after {task.attempt} attempts: {error}", now=now)
+
+
+def fail_task(session: Session, task: Task, error: str, why: str, *, now: float) -> None:
+    """FAILED for good, its dependents blocked; a troubleshooter may still bring it back."""
     move_task(
         session,
         task,
@@ -145,11 +153,15 @@ def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> No
         now=now,
         kind="task.failed",
         level="error",
-        message=f"{task.key} failed after {task.attempt} attempts: {error}"[:500],
+        message=f"{task.key} {why}"[:500],
         error=error,
         finished_at=now,
     )
     block_dependents(session, task, blocker=task.task_id, now=now)
+    if task.kind == troubleshoot.KIND:
+        troubleshoot.conclude(session, task, now)
+    else:
+        troubleshoot.request(session, task, now)
 
 
 def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:

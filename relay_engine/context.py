@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select
 
+from relay_engine import troubleshoot
 from relay_engine.model import Job, Memory, Task
 from relay_engine.prompts import (
     MEMORY_NOTES_IN_PROMPT,
@@ -47,6 +48,11 @@ def prompt_context(
         overlays=overlays,
         attempt=task.attempt,
         previous_error=task.error,
+        guidance=task.guidance,
+        briefing=troubleshoot.briefing(session, task, job)
+        if task.kind == troubleshoot.KIND
+        else "",
+        contract=troubleshoot.CONTRACT if task.kind == troubleshoot.KIND else "",
     )
 
 

@@ -45,6 +45,7 @@ class JobDef(BaseModel):
     sim: dict[str, Any] | None = None
     max_plan_rounds: int = Field(5, ge=1, le=100)
     after: list[Identifier] = Field(default_factory=list)
+    troubleshoot: bool = True
 
     @model_validator(mode="before")
     @classmethod

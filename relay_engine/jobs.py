@@ -64,6 +64,7 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
                 auto_merge=job_def.auto_merge,
                 state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
                 after=list(job_def.after),
+                troubleshoot=job_def.troubleshoot,
                 spec_hash=spec.spec_hash(),
                 source_path=str(spec.source),
                 max_plan_rounds=job_def.max_plan_rounds,

@@ -16,6 +16,12 @@ MEMORY_NOTES_IN_PROMPT = 10
 DEPENDENCY_RESULT_CHARS = 2000
 
 
+RESULT_CONTRACT = (
+    "## When you finish\nWrite a JSON object with a `summary` field (and any `data`) to the "
+    "file named by $RELAY_RESULT_FILE, or end your final message with it."
+)
+
+
 @dataclass(frozen=True)
 class DependencyResult:
     task_id: str
@@ -36,6 +42,9 @@ class PromptParts:
     overlays: Sequence[str] = ()
     attempt: int = 1
     previous_error: str | None = None
+    guidance: str | None = None  # a troubleshooter's advice after the task failed
+    briefing: str = ""  # a troubleshooter's failure record
+    contract: str = ""  # how to answer, when the task's kind has its own contract
 
 
 def overlay_paths(
@@ -69,11 +78,12 @@ def assemble_prompt(parts: PromptParts) -> str:
         sections.append(
             f"## Previous attempt\nAttempt {parts.attempt - 1} failed: {_clip(parts.previous_error)}"
         )
+    if parts.guidance:
+        sections.append(f"## A troubleshooter looked at the last failure\n{parts.guidance}")
+    if parts.briefing:
+        sections.append(parts.briefing)
     sections.extend(overlay.strip() for overlay in parts.overlays if overlay.strip())
-    sections.append(
-        "## When you finish\nWrite a JSON object with a `summary` field (and any `data`) to the "
-        "file named by $RELAY_RESULT_FILE, or end your final message with it."
-    )
+    sections.append(parts.contract or RESULT_CONTRACT)
     return "\n\n".join(sections) + "\n"
 
 

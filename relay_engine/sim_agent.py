@@ -5,7 +5,8 @@ nothing else from relay_engine. Behaviour is scripted by the JSON object in RELA
 duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
 grandchild_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
-write_files {relative path: content} (written into the working directory, as an agent would).
+write_files {relative path: content} (written into the working directory, as an agent would),
+troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result}.
 Other env: RELAY_ATTEMPT, RELAY_RESULT_FILE, RELAY_TASK, RELAY_PLAN_ROUND.
 """
 
@@ -281,6 +282,8 @@ def choose_result(sim: Sim) -> dict[str, Any]:
             value = table[key]
             break
     default_summary = f"sim finished {sim.task}"
+    if value is None and sim.task.endswith(".troubleshoot"):
+        return {"verdict": "give_up", "reason": "the sim agent does not troubleshoot unscripted"}
     if value is None:
         return {"summary": default_summary}
     if isinstance(value, str):

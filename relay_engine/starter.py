@@ -16,6 +16,7 @@ from sqlmodel import Session
 from relay_engine import agent_status, assignments, dispatch
 from relay_engine.completion import (
     fail_or_retry,
+    fail_task,
     fenced_task,
     fenced_tasks,
     finish_execution_row,
@@ -230,22 +231,25 @@ class Starter:
 
     def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
         self.runtime.settle_later(task.job_id)
-        return self._settle_unclaimed(
-            task.key,
-            TaskState.FAILED,
-            now,
-            kind="task.failed",
-            level="error",
-            message=f"{task.key} cannot run: {reason}",
-            error=reason,
-            finished_at=now,
-        )
+        with self.runtime.store.write() as session:
+            fresh = self._unclaimed(session, task.key)
+            if fresh is None:
+                return False
+            fail_task(session, fresh, reason, f"cannot run: {reason}", now=now)
+        return True
 
     def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
         """Move a still-unclaimed queued task; False if another engine got to it first."""
         with self.runtime.store.write() as session:
-            fresh = session.get(Task, key)
-            if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+            fresh = self._unclaimed(session, key)
+            if fresh is None:
                 return False
             move_task(session, fresh, target, now=now, **change)
         return True
+
+    @staticmethod
+    def _unclaimed(session: Session, key: str) -> Task | None:
+        fresh = session.get(Task, key)
+        if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+            return None
+        return fresh

@@ -79,6 +79,9 @@ def _task(task: Task) -> dict[str, Any]:
         "result": task.result_summary,
         "error": task.error,
         "plan_id": task.plan_id,
+        "kind": task.kind,
+        "troubleshoots": task.parent_key,
+        "guidance": task.guidance,
     }
 
 

@@ -113,7 +113,7 @@ def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> 
         {"id": "after-after", "depends_on": ["after-broken", "flaky"], "sim": sim(0.05)},
         {"id": "after-flaky", "depends_on": ["flaky"], "sim": sim(0.05)},
     ]
-    workspace.submit(job_toml("fail", definitions))
+    workspace.submit(job_toml("fail", definitions, troubleshoot=False))
     store = workspace.store()
 
     assert run_until_idle(workspace.engine()) is False

@@ -81,6 +81,7 @@ def two_task_job(job_id: str = "notified") -> str:
             {"id": "good", "input": "works", "sim": sim()},
             {"id": "bad", "input": "breaks", "max_attempts": 1, "sim": sim(exit_code=3)},
         ],
+        troubleshoot=False,
     )
 
 
