@@ -134,7 +134,7 @@ def _why_no_object(text: str) -> str:
     return "no JSON object found in the output"
 
 
-def _as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
+def as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
     if isinstance(raw, dict):
         return raw, ""
     if isinstance(raw, str):
@@ -143,7 +143,7 @@ def _as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
     return None, f"expected a JSON object, got {type(raw).__name__}"
 
 
-def _rejected(problems: Sequence[Problem]) -> PlanRejected:
+def rejected(problems: Sequence[Problem]) -> PlanRejected:
     count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
     reason = f"{count}: " + "; ".join(str(p) for p in problems) + "."
     return PlanRejected(reason=reason, problems=tuple(problems))
@@ -187,9 +187,9 @@ def validate_planner_output(
 
     Reusing an existing task id is not judged here: :func:`materialise` compares definitions.
     """
-    data, why = _as_object(raw)
+    data, why = as_object(raw)
     if data is None:
-        return _rejected([Problem("", why)])
+        return rejected([Problem("", why)])
     raw_tasks = data.get("next_tasks", [])
     problems: list[Problem] = []
     try:
@@ -221,18 +221,18 @@ def validate_planner_output(
             if task_id not in known
         ]
     if problems or header is None:
-        return _rejected(problems)
+        return rejected(problems)
     return PlanAccepted(header.model_copy(update={"next_tasks": tasks}))
 
 
 def validate_assessor_output(raw: object) -> AssessorResult | PlanRejected:
-    data, why = _as_object(raw)
+    data, why = as_object(raw)
     if data is None:
-        return _rejected([Problem("", why)])
+        return rejected([Problem("", why)])
     try:
         return AssessorResult.model_validate(data)
     except ValidationError as error:
-        return _rejected(validation_problems(error, "", AssessorResult))
+        return rejected(validation_problems(error, "", AssessorResult))
 
 
 # --- materialisation ------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def _task_line(task: TaskSummary) -> str:
     return "\n".join(lines)
 
 
-def _task_section(tasks: Sequence[TaskSummary]) -> str:
+def task_section(tasks: Sequence[TaskSummary]) -> str:
     if not tasks:
         return "No tasks yet."
     counts = Counter(str(task.state) for task in tasks)
@@ -361,7 +361,7 @@ def _example_plan(role: str) -> str:
     return json.dumps(example, indent=2)
 
 
-_OUTPUT_RULE = (
+OUTPUT_RULE = (
     "Write the JSON object, and nothing else, to the file named by the environment variable "
     "`$RELAY_RESULT_FILE`. If you cannot write that file, end your final message with the "
     "JSON object in a ```json fenced block; nothing may follow it."
@@ -400,7 +400,7 @@ def _planner_contract(roles: Collection[str]) -> str:
             "",
             *rules,
             "",
-            _OUTPUT_RULE,
+            OUTPUT_RULE,
         ]
     )
 
@@ -427,7 +427,7 @@ def planner_prompt(
     ]
     if guidance and guidance.strip():
         sections.append(f"## Operator guidance\n\n{guidance.strip()}")
-    sections.append(f"## Tasks so far\n\n{_task_section(tasks)}")
+    sections.append(f"## Tasks so far\n\n{task_section(tasks)}")
     if previous_assessment and previous_assessment.strip():
         sections.append(f"## Previous assessment\n\n{_cap(previous_assessment, 4000)}")
     if rejection:
@@ -453,14 +453,14 @@ def assessor_prompt(*, objective: str, wave: int, tasks: Sequence[TaskSummary]) 
         '`"replan"` if the planner must revise it.\n'
         "- `summary`: a few sentences on what this wave achieved.\n"
         "- `findings`: specific facts the planner should know (may be empty).\n\n"
-        f"{_OUTPUT_RULE}"
+        f"{OUTPUT_RULE}"
     )
     sections = [
         "# Relay assessor",
         f"Wave {wave} of an autonomous job has finished. Judge its results against the "
         "objective. Check the work itself in the repository where a summary is not enough.",
         f"## Objective\n\n{objective.strip()}",
-        f"## Tasks\n\n{_task_section(tasks)}",
+        f"## Tasks\n\n{task_section(tasks)}",
         contract,
     ]
     return "\n\n".join(sections) + "\n"
