@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import func
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, select, update
 
 from relay_engine.commands import CommandRejected, cancel_task
 from relay_engine.forges import MergeAttempt, MergeKind, Opened, PullRef
@@ -24,7 +24,7 @@ from relay_engine.lifecycle import (
     PullFacts,
     ReviewFacts,
 )
-from relay_engine.model import Job, Plan, PullRequest, Review, Task
+from relay_engine.model import Execution, Job, Plan, PullRequest, Review, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planning import latest_plan, open_round
 from relay_engine.review import (
@@ -110,9 +110,13 @@ def vet_review(session: Session, task: Task, outcome: Outcome) -> Outcome:
     verdict = validate_review_output(outcome.data if outcome.data is not None else outcome.summary)
     if isinstance(verdict, ReviewResult):
         return outcome
-    return replace(
-        outcome, kind=OutcomeKind.FAILED, error=f"review answer rejected: {verdict.reason}"
+    error = f"review answer rejected: {verdict.reason}"
+    session.exec(
+        update(Execution)
+        .where(col(Execution.id) == task.execution_id)
+        .values(outcome=OutcomeKind.FAILED.value, error=error)
     )
+    return replace(outcome, kind=OutcomeKind.FAILED, error=error)
 
 
 # -- facts ----------------------------------------------------------------------------------

@@ -141,10 +141,14 @@ def _remove_worktree(repo: Repo, path: Path) -> None:
 
 
 def commit_task_changes(worktree: Path, message: str) -> str | None:
-    """Commit what the agent left uncommitted; the new head, or None if nothing changed."""
+    """Commit what the agent left uncommitted; the new head, or None if nothing changed.
+
+    A merge in progress (a rebase task's) is concluded even when it changes no file.
+    """
     repo = Repo(worktree)
     run_git(repo, "add", "-A")
-    if not repo.is_dirty(index=True, working_tree=False, untracked_files=False):
+    merging = (Path(repo.git_dir) / "MERGE_HEAD").exists()
+    if not merging and not repo.is_dirty(index=True, working_tree=False, untracked_files=False):
         return None
     run_git(repo, "commit", "-q", "-m", message)
     return repo.head.commit.hexsha
@@ -178,7 +182,8 @@ def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) ->
         job_repo = Repo(job_tree)
         branch = task_branch(job_id, task_id)
         diffstat = run_git(job_repo, "diff", "--stat", f"HEAD...{branch}")
-        if not diffstat.strip():
+        ahead = int(run_git(job_repo, "rev-list", "--count", f"HEAD..{branch}"))
+        if not diffstat.strip() and not ahead:
             return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat="")
         try:
             run_git(

@@ -53,6 +53,7 @@ def relay_toml(
     grace: float = 0.5,
     agents: list[dict[str, Any]] | None = None,
     notifications: dict[str, Any] | None = None,
+    git: dict[str, Any] | None = None,
 ) -> str:
     """A relay.toml with fast ticks and, by default, one sim agent taking every role."""
     config: dict[str, Any] = {
@@ -69,6 +70,8 @@ def relay_toml(
     }
     if notifications is not None:
         config["notifications"] = notifications
+    if git is not None:
+        config["git"] = git
     return tomli_w.dumps(config)
 
 
