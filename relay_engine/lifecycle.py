@@ -16,7 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from relay_engine.states import ACTIVE_TASK_STATES, JobState, PullState, TaskState
+from relay_engine.states import (
+    ACTIVE_TASK_STATES,
+    JOB_TRANSITIONS,
+    JobState,
+    PullState,
+    TaskState,
+)
 
 MAX_REBASES = 3
 MERGEABLE, CONFLICTING = "MERGEABLE", "CONFLICTING"
@@ -134,7 +140,7 @@ def _ended_outside(facts: LifecycleFacts) -> Decision | None:
         return None
     job_to = JobState.MERGED if seen.state == PullState.MERGED else JobState.CLOSED
     return Decision(
-        job_to=job_to,
+        job_to=job_to if job_to in JOB_TRANSITIONS[facts.job_state] else None,
         pr_to=seen.state,
         head_to=_moved(facts),
         cancel_work=True,

@@ -154,16 +154,13 @@ def commit_task_changes(worktree: Path, message: str) -> str | None:
     return repo.head.commit.hexsha
 
 
-def unresolved_conflicts(worktree: Path) -> tuple[str, ...]:
-    """Paths a rebase left unresolved: still unmerged, or committed with conflict markers."""
+def unresolved_conflicts(worktree: Path, since: str) -> tuple[str, ...]:
+    """Paths a rebase left with conflict markers, committed or not, among those that differ
+    from ``since`` (everything is staged first: an agent need not ``git add`` its work)."""
     repo = Repo(worktree)
-    unmerged = _conflicted_paths(repo)
-    if unmerged:
-        return unmerged
-    changed = run_git(repo, "diff", "--name-only", "HEAD").splitlines()
-    changed += run_git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
+    run_git(repo, "add", "-A")
     marked = []
-    for name in dict.fromkeys(changed):
+    for name in run_git(repo, "diff", "--cached", "--name-only", since).splitlines():
         path = worktree / name
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -270,7 +267,7 @@ class Worktrees:
             return None
         try:
             if kind == "rebase" and succeeded:
-                left = unresolved_conflicts(tree)
+                left = unresolved_conflicts(tree, job_branch(job_id))
                 if left:
                     raise WorkspaceError(f"conflicts left unresolved in: {', '.join(left)}")
             if succeeded and kind != "review":
