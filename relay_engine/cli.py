@@ -171,7 +171,7 @@ def _print_status(store: Store, job_id: str | None) -> None:
         table = Table(
             title=f"{job['id']}: {job['title']} [{job['state']}]",
             title_justify="left",
-            caption="\n".join(pull_lines(job)) or None,
+            caption=escape("\n".join(pull_lines(job))) or None,
             caption_justify="left",
         )
         for column in ("task", "wave", "state", "attempt", "agent", "note"):

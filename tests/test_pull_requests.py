@@ -167,6 +167,9 @@ def test_after_max_review_rounds_the_job_waits_for_the_operator(
     assert state(store) == "REVIEWING"
     assert [r.verdict for r in reviews(store)] == ["changes", "changes"]
     assert "max_review_rounds" in (pull(store).note or "")
+    shown = ws.cli("status", "greet").stdout
+    assert "PR local OPEN: relay/greet @" in shown and "review 2: changes" in shown
+    assert "greet.py:1 [major] handle empty names" in shown and "waiting: " in shown
     refused = ws.cli("merge", "greet")
     assert refused.returncode == 1 and "--force" in refused.stderr
     forced = ws.cli("merge", "greet", "--force")
