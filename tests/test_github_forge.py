@@ -22,13 +22,10 @@ from gitrepos import Repos, git, make_repos
 from helpers import (
     Workspace,
     events,
-    executions,
     run_until_idle,
     running_engine,
-    task_state,
-    wait_for,
 )
-from test_pull_requests import greet_job, pull, reviewer, state, submit, wait_state
+from test_pull_requests import close_during_review, greet_job, pull, state, submit, wait_state
 
 from relay_engine.config import GitConfig
 from relay_engine.forges import ForgeError, PullRef
@@ -100,19 +97,15 @@ def test_a_job_is_reviewed_and_merged_through_a_github_pull_request(
 def test_a_pull_request_closed_on_github_closes_the_job_and_cancels_its_work(
     sqlite_workspace: Workspace, repos: Repos, github: Path
 ) -> None:
-    ws = sqlite_workspace
-    configure(ws)
-    submit(ws, greet_job(repos, sim={"reviewer": reviewer(duration=60)}))
-    store = ws.store()
-    with running_engine(ws.engine()):
-        wait_for(lambda: task_state(store, "greet/review-1") == "RUNNING", what="review runs")
+    configure(sqlite_workspace)
+
+    def close_on_github() -> None:
         pulls = pulls_on_github(github)
         pulls[0]["state"] = "CLOSED"  # a person closed it on github.com
         (github / "state.json").write_text(json.dumps({"pulls": pulls}))
-        wait_state(store, "CLOSED")
-        wait_for(lambda: all(e.ended_at for e in executions(store)), what="reviewer stopped")
 
-    assert task_state(store, "greet/review-1") == "CANCELLED"
+    store = close_during_review(sqlite_workspace, repos, close_on_github)
+
     assert "GitHub says pull request #1 is closed" in events(store, "pr.closed")[0].message
 
 

@@ -7,6 +7,7 @@ what a user would see: the remote's base branch, the job's state, the tasks rela
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -221,21 +222,30 @@ def test_a_merge_done_by_a_person_moves_the_job_to_merged_within_one_check(
     assert "main contains" in merged.message
 
 
-def test_a_deleted_job_branch_closes_the_job_and_cancels_its_work(
-    sqlite_workspace: Workspace, repos: Repos
-) -> None:
-    ws = sqlite_workspace
-    configure(ws)
+def close_during_review(ws: Workspace, repos: Repos, close: Callable[[], None]) -> Store:
+    """Close the pull request (``close``) while a slow review runs; wait for the job to end."""
     submit(ws, greet_job(repos, sim={"reviewer": reviewer(duration=60)}))
     store = ws.store()
     with running_engine(ws.engine()):
         wait_for(lambda: task_state(store, "greet/review-1") == "RUNNING", what="review runs")
-        git(repos.person(), "push", "-q", "origin", "--delete", "relay/greet")
+        close()
         wait_state(store, "CLOSED")
         wait_for(lambda: all(e.ended_at for e in executions(store)), what="reviewer stopped")
-
     assert task_state(store, "greet/review-1") == "CANCELLED"
     assert pull(store).state == "CLOSED"
+    return store
+
+
+def test_a_deleted_job_branch_closes_the_job_and_cancels_its_work(
+    sqlite_workspace: Workspace, repos: Repos
+) -> None:
+    configure(sqlite_workspace)
+
+    def delete_branch() -> None:
+        git(repos.person(), "push", "-q", "origin", "--delete", "relay/greet")
+
+    store = close_during_review(sqlite_workspace, repos, delete_branch)
+
     assert "deleted on origin" in events(store, "pr.closed")[0].message
 
 
@@ -244,16 +254,13 @@ def test_relay_close_closes_the_pull_request_and_cancels_the_review(
 ) -> None:
     ws = sqlite_workspace
     configure(ws)
-    submit(ws, greet_job(repos, sim={"reviewer": reviewer(duration=60)}))
-    store = ws.store()
-    with running_engine(ws.engine()):
-        wait_for(lambda: task_state(store, "greet/review-1") == "RUNNING", what="review runs")
+
+    def relay_close() -> None:
         closed = ws.cli("close", "greet")
         assert closed.returncode == 0, closed.stderr
-        wait_for(lambda: all(e.ended_at for e in executions(store)), what="reviewer stopped")
 
-    assert state(store) == "CLOSED"
-    assert task_state(store, "greet/review-1") == "CANCELLED"
+    close_during_review(ws, repos, relay_close)
+
     assert repos.remote_head("relay/greet") is not None  # closing keeps the branch
 
 
