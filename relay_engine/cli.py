@@ -369,6 +369,18 @@ def _since(text: str | None) -> float | None:
         raise ValueError(f"--since {text!r}: expected a date like 2026-11-30") from error
 
 
+def _add_pull_commands(sub: Any) -> None:
+    merge = sub.add_parser("merge", help="merge a job's pull request (READY, or any with --force)")
+    merge.add_argument("job")
+    merge.add_argument("--force", action="store_true", help="merge even without an approval")
+    merge.set_defaults(
+        func=_command("merge", lambda a: {"job": a.job, "force": a.force}, _settle_pull)
+    )
+    close = sub.add_parser("close", help="close a job's pull request and cancel its work")
+    close.add_argument("job")
+    close.set_defaults(func=_command("close", lambda a: {"job": a.job}, _settle_pull))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relay", description="Run fleets of AI coding agents.")
     parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
@@ -424,15 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true")
     usage.set_defaults(func=cmd_usage)
     cli_agents.add_commands(sub, _store, _command)
-    merge = sub.add_parser("merge", help="merge a job's pull request (READY, or any with --force)")
-    merge.add_argument("job")
-    merge.add_argument("--force", action="store_true", help="merge even without an approval")
-    merge.set_defaults(
-        func=_command("merge", lambda a: {"job": a.job, "force": a.force}, _settle_pull)
-    )
-    close = sub.add_parser("close", help="close a job's pull request and cancel its work")
-    close.add_argument("job")
-    close.set_defaults(func=_command("close", lambda a: {"job": a.job}, _settle_pull))
+    _add_pull_commands(sub)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

@@ -418,6 +418,8 @@ def record_merge(
     session: Session, job: Job, pr: PullRequest, attempt: MergeAttempt, retry_s: float, now: float
 ) -> None:
     pr.updated_at = now
+    if attempt.kind is not MergeKind.FAILED:
+        pr.error = None
     if attempt.kind is MergeKind.MERGED:
         pr.merge_commit = attempt.commit
         pr.note = None

@@ -143,9 +143,9 @@ class PullRequests:
                 observed = forge.observe(pull_ref(job, pr))
         except (ForgeError, WorkspaceError) as error:
             return self._failed(job_id, str(error), now)
-        act = self._decide(job_id, observed, forge, now)
+        act, acted = self._decide(job_id, observed, forge, now)
         if act is None or forge is None:
-            return True
+            return acted
         try:
             outcome = self._perform(forge, act)
         except (ForgeError, WorkspaceError) as error:
@@ -159,11 +159,17 @@ class PullRequests:
 
     def _decide(
         self, job_id: str, observed: Observation | None, forge: Forge | None, now: float
-    ) -> _Act | None:
-        """Decide and record in one transaction; claim the forge action it asks for."""
+    ) -> tuple[_Act | None, bool]:
+        """Decide and record in one transaction; claim the forge action it asks for.
+
+        Returns the claimed action (None: nothing to do, or another process has it) and
+        whether the decision changed anything.
+        """
         git = self.runtime.config.git
         with self.store.write() as session:
-            job = session.exec(select(Job).where(Job.id == job_id).with_for_update()).one()
+            job = session.exec(select(Job).where(Job.id == job_id).with_for_update()).first()
+            if job is None:
+                return None, False
             pr = session.get(PullRequest, job_id)
             reviews = reviews_of(session, job_id)
             if reviews:
@@ -172,20 +178,23 @@ class PullRequests:
             apply_decision(session, job, pr, decision, now)
             if pr is not None and observed is not None:
                 pr.last_checked_at, pr.review_decision = now, observed.review_decision
+                pr.error = None
                 session.add(pr)
             if decision.action is Action.FIX:
                 start_fix(session, job, now)
             if decision.action in (Action.NONE, Action.FIX) or forge is None:
-                return None
+                return None, not decision.waits
             if pr is None:
                 pr = new_pull(job, forge.name, git.remote, now)
                 session.add(pr)
             session.flush()
             if not _claim(session, job_id, self.runtime.engine_id, now):
-                return None
+                return None, not decision.waits
             ref = pull_ref(job, pr)
-            review = self._review_input(session, job, ref, len(reviews) + 1)
-            return _Act(decision.action, ref, review if decision.action is Action.REVIEW else None)
+            review = None
+            if decision.action is Action.REVIEW:
+                review = self._review_input(session, job, ref, len(reviews) + 1)
+            return _Act(decision.action, ref, review), True
 
     def _review_input(self, session: Session, job: Job, ref: PullRef, number: int) -> ReviewInput:
         return ReviewInput(
@@ -228,6 +237,8 @@ class PullRequests:
             if pr is None:
                 return
             pr.action_owner = pr.action_expires_at = None
+            if act.action is not Action.MERGE:  # a merge says itself whether it failed
+                pr.error = None
             session.add(pr)
             if act.action is Action.OPEN and job.state == JobState.REVIEWING:
                 opened, target = outcome
