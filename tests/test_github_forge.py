@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from helpers import (
     events,
     run_until_idle,
     running_engine,
+    wait_for,
 )
 from test_pull_requests import close_during_review, greet_job, pull, state, submit, wait_state
 
@@ -171,3 +173,24 @@ def test_the_real_gh_not_logged_in_is_an_error_that_names_the_fix(
     with pytest.raises(ForgeError, match=r"gh pr create failed \(exit 4\).*gh auth login"):
         forge.open(ref)
     assert repos.remote_head("relay/x") is not None  # the branch was pushed before gh ran
+
+
+def test_a_missing_gh_is_reported_once_and_fixing_the_config_carries_on(
+    sqlite_workspace: Workspace, repos: Repos, github: Path, tmp_path: Path
+) -> None:
+    ws = sqlite_workspace
+    missing = str(tmp_path / "no-such-gh")
+    settings = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
+    ws.configure(git={**settings, "gh": missing})
+    submit(ws, greet_job(repos, auto_merge=True))
+    store = ws.store()
+    with running_engine(ws.engine()):
+        wait_for(lambda: events(store, "pr.error"), what="the forge error")
+        time.sleep(1.0)  # several checks come and go meanwhile
+        assert state(store) == "REVIEWING"
+        assert "apt-get install gh" in (pull(store).error or "")
+        ws.configure(git=settings)  # relay.toml is re-read while the engine runs
+        wait_state(store, "MERGED")
+
+    assert len(events(store, "pr.error")) == 1
+    assert pull(store).error is None
