@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select, update
 
-from relay_engine.commands import CommandRejected, cancel_task
+from relay_engine.commands import CommandRejected, cancel_task, cancel_unfinished
 from relay_engine.forges import MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.jobs import add_tasks
 from relay_engine.lifecycle import (
@@ -24,7 +24,7 @@ from relay_engine.lifecycle import (
     PullFacts,
     ReviewFacts,
 )
-from relay_engine.model import Execution, Job, Plan, PullRequest, Review, Task
+from relay_engine.model import Execution, Job, PullRequest, Review, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
 from relay_engine.planning import latest_plan, open_round
 from relay_engine.review import (
@@ -39,19 +39,15 @@ from relay_engine.states import (
     ACTIVE_TASK_STATES,
     TERMINAL_JOB_STATES,
     JobState,
-    PlanState,
     PullState,
     TaskState,
     check_job,
-    check_plan,
     check_pull,
 )
 from relay_engine.store import record_event
 from relay_engine.taskdefs import TaskDef
 from relay_engine.taskops import job_tasks
 from relay_engine.workspace import job_branch
-
-LIFECYCLE_KINDS = ("review", "fix", "rebase")
 
 
 # -- the hand-off from work to review -------------------------------------------------------
@@ -79,21 +75,6 @@ def move_job(session: Session, job: Job, target: JobState, now: float, why: str)
         level="warning" if failed else "info",
         data={"state": target.value},
     )
-
-
-def cancel_unfinished(session: Session, job_id: str, reason: str, now: float) -> int:
-    """Cancel the job's unfinished tasks and planner rounds (seed: cancelActiveTasks)."""
-    tasks = job_tasks(session, job_id, ACTIVE_TASK_STATES)
-    for task in tasks:
-        cancel_task(session, {"task": task.key, "reason": reason}, now)
-    plans = session.exec(select(Plan).where(Plan.job_id == job_id, Plan.status == "PLANNING"))
-    for plan in plans:
-        plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
-        plan.error = reason
-        plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
-        plan.updated_at = now
-        session.add(plan)
-    return len(tasks)
 
 
 def vet_review(session: Session, task: Task, outcome: Outcome) -> Outcome:
