@@ -19,13 +19,16 @@ from relay_engine.forges import MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.jobs import add_tasks
 from relay_engine.lifecycle import (
     CONFLICTING,
+    Action,
     Decision,
     LifecycleFacts,
+    Observation,
     PullFacts,
     ReviewFacts,
 )
 from relay_engine.model import Execution, Job, PullRequest, Review, Task
 from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.planner import PlanRejected
 from relay_engine.planning import latest_plan, open_round
 from relay_engine.review import (
     ReviewResult,
@@ -106,42 +109,50 @@ def reviews_of(session: Session, job_id: str) -> list[Review]:
     return list(session.exec(query))
 
 
-def _verdict_of(task: Task | None) -> str | None:
-    """A finished review task's verdict, read from its result (None while it has none)."""
+def _answer(task: Task | None) -> ReviewResult | PlanRejected | None:
+    """A finished review task's answer (None while the task has not succeeded)."""
     if task is None or task.state != TaskState.SUCCEEDED:
         return None
-    result = validate_review_output(task.result if task.result is not None else task.result_summary)
-    return result.verdict if isinstance(result, ReviewResult) else "invalid"
+    return validate_review_output(task.result if task.result is not None else task.result_summary)
+
+
+def _verdict_of(task: Task | None) -> str | None:
+    answer = _answer(task)
+    if answer is None:
+        return None
+    return answer.verdict if isinstance(answer, ReviewResult) else "invalid"
 
 
 def store_verdict(session: Session, review: Review, task: Task | None, now: float) -> None:
     """Copy a finished review task's answer onto its review row (checked at completion)."""
-    if review.verdict is not None or task is None or task.state != TaskState.SUCCEEDED:
+    answer = _answer(task) if review.verdict is None else None
+    if answer is None:
         return
-    raw = task.result if task.result is not None else task.result_summary
-    result = validate_review_output(raw)
     review.finished_at = now
-    if not isinstance(result, ReviewResult):
-        review.verdict, review.summary = "invalid", result.reason
-    else:
-        review.verdict, review.summary = result.verdict, result.summary
-        review.findings = [f.model_dump(mode="json") for f in result.findings]
-        record_event(
-            session,
-            f"review.{result.verdict}",
-            f"job {review.job_id}: review {review.number} says {result.verdict}: {result.summary}"[
-                :500
-            ],
-            now=now,
-            job_id=review.job_id,
-            task_key=review.task_key,
-            data={"findings": len(result.findings), "head": review.head_sha},
-        )
     session.add(review)
+    if not isinstance(answer, ReviewResult):
+        review.verdict, review.summary = "invalid", answer.reason
+        return
+    review.verdict, review.summary = answer.verdict, answer.summary
+    review.findings = [f.model_dump(mode="json") for f in answer.findings]
+    says = f"job {review.job_id}: review {review.number} says {answer.verdict}: {answer.summary}"
+    record_event(
+        session,
+        f"review.{answer.verdict}",
+        says[:500],
+        now=now,
+        job_id=review.job_id,
+        task_key=review.task_key,
+        data={"findings": len(answer.findings), "head": review.head_sha},
+    )
 
 
 def lifecycle_facts(
-    session: Session, job: Job, pr: PullRequest | None, auto_merge_default: bool, observed: Any
+    session: Session,
+    job: Job,
+    pr: PullRequest | None,
+    auto_merge_default: bool,
+    observed: Observation | None,
 ) -> LifecycleFacts:
     reviews = reviews_of(session, job.id)
     latest = reviews[-1] if reviews and not reviews[-1].stale else None
@@ -252,7 +263,7 @@ def _track(session: Session, job: Job, pr: PullRequest, decision: Decision, now:
             job_id=job.id,
             data={"head": pr.head_sha, "merge_commit": pr.merge_commit},
         )
-    if decision.note != pr.note:
+    if decision.action is not Action.MERGE:  # a merge attempt says itself why it waits
         pr.note = decision.note
     pr.updated_at = now
     session.add(pr)
@@ -502,6 +513,15 @@ def pull_summaries(session: Session, job_ids: list[str]) -> dict[str, dict[str, 
     return summary
 
 
+def merge_target(pr: PullRequest) -> str:
+    """Where a merge of this pull request lands, in words (no I/O: consoles may be remote)."""
+    if pr.forge == "github":
+        return f"{pr.base_branch} on GitHub" + (f" ({pr.url})" if pr.url else "")
+    if pr.remote:
+        return f"{pr.base_branch} on {pr.remote}"
+    return f"{pr.base_branch} in the job's repository (left to you while it is checked out)"
+
+
 def _pr_dict(pr: PullRequest | None) -> dict[str, Any] | None:
     if pr is None:
         return None
@@ -520,6 +540,7 @@ def _pr_dict(pr: PullRequest | None) -> dict[str, Any] | None:
         "error": pr.error,
         "merge_requested": pr.merge_requested,
         "last_checked_at": pr.last_checked_at,
+        "target": merge_target(pr),
     }
 
 

@@ -252,8 +252,7 @@ class PullRequests:
                 assert isinstance(outcome, MergeAttempt)
                 record_merge(session, job, pr, outcome, retry, now)
             elif act.action is Action.CLOSE and pr.state == PullState.OPEN:
-                closed = decide_closed(forge.name)
-                apply_decision(session, job, pr, closed, now)
+                apply_decision(session, job, pr, _closed_by_operator(forge.name), now)
             ended = job.state in ENDED_STATES
         if ended:
             self._release(job_id, act.ref.repo_path)
@@ -274,11 +273,11 @@ class PullRequests:
             if pr is None:
                 return False
             pr.action_owner = pr.action_expires_at = None
-            record_error(session, pr, error, self.runtime.config.git.check_seconds, now)
+            record_error(session, pr, error, git.check_seconds, now)
         return True
 
 
-def decide_closed(forge: str) -> Decision:
+def _closed_by_operator(forge: str) -> Decision:
     return Decision(
         pr_to=PullState.CLOSED,
         job_to=JobState.CLOSED,
