@@ -382,9 +382,7 @@ def add_rebase(
 
 
 # -- forge outcomes -------------------------------------------------------------------------
-def record_opened(
-    session: Session, job: Job, pr: PullRequest, opened: Opened, target: str, now: float
-) -> None:
+def record_opened(session: Session, job: Job, pr: PullRequest, opened: Opened, now: float) -> None:
     if opened.head_sha is None:
         session.delete(pr)
         move_job(session, job, JobState.SUCCEEDED, now, f"{pr.base_branch} already has its work")
@@ -399,7 +397,7 @@ def record_opened(
     record_event(
         session,
         "pr.opened",
-        f"job {job.id}: pull request{where} {pr.head_branch} -> {target}",
+        f"job {job.id}: pull request{where} {pr.head_branch} -> {merge_target(pr)}",
         now=now,
         job_id=job.id,
         data={"forge": pr.forge, "number": pr.number, "url": pr.url, "head": pr.head_sha},

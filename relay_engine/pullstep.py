@@ -215,7 +215,7 @@ class PullRequests:
             repo = open_repo(ref.repo_path)
             if repo is not None:
                 release_job_branch(repo, self._root, ref.job_id)
-            return forge.open(ref), forge.target(ref)
+            return forge.open(ref)
         if act.action is Action.REVIEW:
             assert act.review is not None and ref.head_sha
             stat, diff = forge.review_material(ref, ref.head_sha)
@@ -241,9 +241,8 @@ class PullRequests:
                 pr.error = None
             session.add(pr)
             if act.action is Action.OPEN and job.state == JobState.REVIEWING:
-                opened, target = outcome
-                assert isinstance(opened, Opened)
-                record_opened(session, job, pr, opened, target, now)
+                assert isinstance(outcome, Opened)
+                record_opened(session, job, pr, outcome, now)
             elif act.action is Action.REVIEW and job.state == JobState.REVIEWING:
                 add_review(session, job, pr, act.ref.head_sha or "", str(outcome), now)
             elif act.action is Action.REBASE and job.state == JobState.ACTIVE:

@@ -78,10 +78,6 @@ class Forge(Protocol):
         """Point the job's rebase ref at the base; the paths that conflict."""
         ...
 
-    def target(self, ref: PullRef) -> str:
-        """Where a merge lands, in words (the console's confirmation shows it)."""
-        ...
-
 
 def forge_for(config: GitConfig, repo_path: str, worktree_root: Path | None = None) -> Forge:
     """The configured forge for a job's repository; ForgeError when it is not a git repo."""

@@ -127,7 +127,3 @@ class GitHubForge:
 
     def prepare_rebase(self, ref: PullRef) -> tuple[str, ...]:
         return self.git.prepare_rebase(ref)
-
-    def target(self, ref: PullRef) -> str:
-        where = ref.number and f"pull request #{ref.number}"
-        return f"{ref.base_branch} on GitHub ({where or 'no pull request yet'})"

@@ -164,11 +164,3 @@ class LocalForge:
         if ref.head_sha is None:
             return ()
         return branches.preview_merge(self.repo, base, ref.head_sha).conflicts
-
-    def target(self, ref: PullRef) -> str:
-        if self.remote is not None:
-            return f"{ref.base_branch} on {self.remote}"
-        checkout = branches.checked_out_at(self.repo, ref.base_branch)
-        if checkout is not None:
-            return f"{ref.base_branch}, checked out in {checkout} (relay shows the command to run)"
-        return f"{ref.base_branch} in {self.repo.working_dir}"
