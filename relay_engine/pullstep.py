@@ -45,7 +45,7 @@ from relay_engine.workspace import WorkspaceError, open_repo, release_job_branch
 
 log = logging.getLogger(__name__)
 
-CLAIM_TTL_S = 300.0
+CLAIM_TTL_S = 180.0  # longer than any one forge action (gh times out at 60 s)
 DECIDING_STATES = (JobState.REVIEWING, JobState.READY)
 ENDED_STATES = (JobState.MERGED, JobState.CLOSED)
 
