@@ -27,7 +27,15 @@ from helpers import (
     running_engine,
     wait_for,
 )
-from test_pull_requests import close_during_review, greet_job, pull, state, submit, wait_state
+from test_pull_requests import (
+    close_during_review,
+    greet_job,
+    pull,
+    run_until_ready,
+    state,
+    submit,
+    wait_state,
+)
 
 from relay_engine.config import GitConfig
 from relay_engine.forges import ForgeError, PullRef
@@ -116,10 +124,7 @@ def test_relay_close_closes_the_github_pull_request(
 ) -> None:
     ws = sqlite_workspace
     configure(ws)
-    submit(ws, greet_job(repos))
-    store = ws.store()
-    with running_engine(ws.engine()):
-        wait_state(store, "READY")
+    store = run_until_ready(ws, repos)
     closed = ws.cli("close", "greet")
 
     assert closed.returncode == 0, closed.stderr

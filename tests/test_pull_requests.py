@@ -99,6 +99,15 @@ def wait_state(store: Store, wanted: str, job_id: str = "greet", timeout: float 
     wait_for(lambda: state(store, job_id) == wanted, timeout, what=f"{job_id} {wanted}")
 
 
+def run_until_ready(ws: Workspace, repos: Repos) -> Store:
+    """The greet job, approved and not merged (no auto-merge); the engine stopped."""
+    submit(ws, greet_job(repos))
+    store = ws.store()
+    with running_engine(ws.engine()):
+        wait_state(store, "READY")
+    return store
+
+
 def one_check(ws: Workspace, store: Store, job_id: str = "greet") -> None:
     """One reconcile of the job, as a single forge check of a running engine would do."""
     engine = ws.engine()
@@ -206,10 +215,7 @@ def test_a_merge_done_by_a_person_moves_the_job_to_merged_within_one_check(
 ) -> None:
     ws = sqlite_workspace
     configure(ws, check_seconds=3600)  # only the explicit check below may see the merge
-    submit(ws, greet_job(repos))
-    store = ws.store()
-    with running_engine(ws.engine()):
-        wait_state(store, "READY")
+    store = run_until_ready(ws, repos)
     clone = repos.person()
     git(clone, "merge", "-q", "--no-ff", "-m", "merged by hand", "origin/relay/greet")
     git(clone, "push", "-q", "origin", "main")
