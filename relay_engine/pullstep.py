@@ -136,9 +136,12 @@ class PullRequests:
             return False
         forge: Forge | None = None
         observed: Observation | None = None
+        git = self.runtime.config.git
+        if pr is not None and pr.published:  # a pull request stays where it was opened
+            git = git.model_copy(update={"forge": pr.forge, "remote": pr.remote})
         try:
             if job.repo_path:
-                forge = forge_for(self.runtime.config.git, job.repo_path, self._root)
+                forge = forge_for(git, job.repo_path, self._root)
             if forge is not None and pr is not None and pr.published and pr.state == "OPEN":
                 observed = forge.observe(pull_ref(job, pr))
         except (ForgeError, WorkspaceError) as error:

@@ -92,7 +92,10 @@ class Workspace:
     _stores: list[Store] = field(default_factory=list)
 
     def configure(self, **options: Any) -> Workspace:
-        (self.path / "relay.toml").write_text(relay_toml(**options), encoding="utf-8")
+        """Write relay.toml at once (a running engine never reads it half written)."""
+        partial = self.path / "relay.toml.partial"
+        partial.write_text(relay_toml(**options), encoding="utf-8")
+        partial.replace(self.path / "relay.toml")
         return self
 
     def write_job(self, text: str, name: str = "job.toml") -> Path:

@@ -109,10 +109,8 @@ def test_a_pull_request_closed_on_github_closes_the_job_and_cancels_its_work(
 ) -> None:
     configure(sqlite_workspace)
 
-    def close_on_github() -> None:
-        pulls = pulls_on_github(github)
-        pulls[0]["state"] = "CLOSED"  # a person closed it on github.com
-        (github / "state.json").write_text(json.dumps({"pulls": pulls}))
+    def close_on_github() -> None:  # a person closes it with their own gh
+        subprocess.run(["gh", "pr", "close", "1", "--repo", OWNER_REPO], check=True)
 
     store = close_during_review(sqlite_workspace, repos, close_on_github)
 
@@ -199,3 +197,19 @@ def test_a_missing_gh_is_reported_once_and_fixing_the_config_carries_on(
 
     assert len(events(store, "pr.error")) == 1
     assert pull(store).error is None
+
+
+def test_a_pull_request_stays_on_the_forge_it_was_opened_on(
+    sqlite_workspace: Workspace, repos: Repos, github: Path
+) -> None:
+    ws = sqlite_workspace
+    ws.configure(git={"remote": "origin", "check_seconds": 0.2})
+    store = run_until_ready(ws, repos)
+    configure(ws)  # relay.toml now says github: only new pull requests go there
+
+    merged = ws.cli("merge", "greet")
+
+    assert merged.returncode == 0, merged.stderr
+    assert state(store) == "MERGED" and pull(store).forge == "local"
+    assert "greet.py" in repos.remote_files("main")
+    assert not (github / "log.jsonl").exists()  # gh was never asked
