@@ -153,13 +153,20 @@ def lifecycle_facts(
     pr: PullRequest | None,
     auto_merge_default: bool,
     observed: Observation | None,
+    *,
+    record_at: float | None = None,
 ) -> LifecycleFacts:
+    """The facts :func:`decide` needs; with ``record_at``, a finished review's verdict is
+    stored on its row from the very task row the facts were read from (on PostgreSQL two
+    reads in one transaction may see different commits)."""
     reviews = reviews_of(session, job.id)
     latest = reviews[-1] if reviews and not reviews[-1].stale else None
     tasks = job_tasks(session, job.id, ACTIVE_TASK_STATES)
     review_facts = None
     if latest is not None:
         task = session.get(Task, latest.task_key)
+        if record_at is not None:
+            store_verdict(session, latest, task, record_at)
         review_facts = ReviewFacts(
             number=latest.number,
             head_sha=latest.head_sha,

@@ -35,7 +35,6 @@ from relay_engine.pulls import (
     record_opened,
     reviews_of,
     start_fix,
-    store_verdict,
 )
 from relay_engine.review import ReviewInput, review_prompt
 from relay_engine.runtime import EngineRuntime
@@ -174,10 +173,8 @@ class PullRequests:
             if job is None:
                 return None, False
             pr = session.get(PullRequest, job_id)
-            reviews = reviews_of(session, job_id)
-            if reviews:
-                store_verdict(session, reviews[-1], session.get(Task, reviews[-1].task_key), now)
-            decision = decide(lifecycle_facts(session, job, pr, git.auto_merge, observed))
+            facts = lifecycle_facts(session, job, pr, git.auto_merge, observed, record_at=now)
+            decision = decide(facts)
             apply_decision(session, job, pr, decision, now)
             if pr is not None and observed is not None:
                 pr.last_checked_at, pr.review_decision = now, observed.review_decision
@@ -196,7 +193,8 @@ class PullRequests:
             ref = pull_ref(job, pr)
             review = None
             if decision.action is Action.REVIEW:
-                review = self._review_input(session, job, ref, len(reviews) + 1)
+                number = len(reviews_of(session, job_id)) + 1
+                review = self._review_input(session, job, ref, number)
             return _Act(decision.action, ref, review), True
 
     def _review_input(self, session: Session, job: Job, ref: PullRef, number: int) -> ReviewInput:

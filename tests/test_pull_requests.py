@@ -31,7 +31,8 @@ from sqlmodel import select
 
 from relay_engine.jobfile import load_job_file
 from relay_engine.jobs import submit_job
-from relay_engine.model import Plan, PullRequest, Review
+from relay_engine.model import Job, Plan, PullRequest, Review, Task
+from relay_engine.pulls import lifecycle_facts
 from relay_engine.pullstep import PullRequests
 from relay_engine.store import Store
 
@@ -422,3 +423,25 @@ def test_an_autonomous_job_turns_review_findings_into_planner_guidance(
     assert rounds[2].trigger == "continuation"
     assert "handle empty names" in (rounds[2].guidance or "")
     assert repos.remote_show("main", "greet.py") == "v2"
+
+
+def test_a_finished_reviews_verdict_is_stored_from_the_row_its_facts_came_from(
+    workspace: Workspace,
+) -> None:
+    """Facts and the stored verdict come from one read of the review task: on PostgreSQL a
+    second read in the same transaction may see a later commit (a fix once started from a
+    verdict that was not stored yet, without its findings)."""
+    store = workspace.store()
+    answer = {"verdict": "changes", "summary": "no", "findings": [REVIEW_FINDING]}
+    with store.write() as session:
+        session.add(Job(id="j", state="REVIEWING", job_branch="relay/j", repo_path="/r"))
+        session.add(Task(key="j/review-1", job_id="j", task_id="review-1", kind="review",
+                         state="SUCCEEDED", result=answer))  # fmt: skip
+        session.add(Review(job_id="j", number=1, task_key="j/review-1", head_sha="h"))
+    with store.write() as session:
+        job = session.get(Job, "j")
+        assert job is not None
+        facts = lifecycle_facts(session, job, None, False, None, record_at=1.0)
+    assert facts.review is not None and facts.review.verdict == "changes"
+    (stored,) = reviews(store, "j")
+    assert (stored.verdict, stored.summary, stored.findings) == ("changes", "no", [REVIEW_FINDING])
