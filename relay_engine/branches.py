@@ -93,13 +93,6 @@ def move_ref(repo: Repo, ref: str, new: str, old: str | None) -> bool:
     return status == 0
 
 
-def diff_range(repo: Repo, base: str, head: str) -> tuple[str, str]:
-    """(diffstat, patch) of what ``head`` adds since it left ``base``."""
-    stat = run_git(repo, "diff", "--stat", f"{base}...{head}")
-    patch = run_git(repo, "diff", f"{base}...{head}")
-    return stat, patch
-
-
 def remote_heads(repo: Repo, remote: str, branches: list[str]) -> dict[str, str]:
     """branch -> sha for those of ``branches`` the remote has (one round trip)."""
     refs = [f"refs/heads/{b}" for b in branches]

@@ -15,6 +15,7 @@ from git import Repo
 
 from relay_engine import branches
 from relay_engine.config import GitConfig
+from relay_engine.diffs import revision_diff
 from relay_engine.forges import ForgeError, MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.lifecycle import CONFLICTING, MERGEABLE, Observation
 from relay_engine.states import PullState
@@ -156,7 +157,8 @@ class LocalForge:
 
     def review_material(self, ref: PullRef, head_sha: str) -> tuple[str, str]:
         base = self.base_sha(ref, self.remote_state(ref))
-        return branches.diff_range(self.repo, base, head_sha)
+        text, stat, _ = revision_diff(self.repo, f"{base}...{head_sha}")
+        return stat, text
 
     def prepare_rebase(self, ref: PullRef) -> tuple[str, ...]:
         base = self.base_sha(ref, self.remote_state(ref))
