@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -28,6 +28,7 @@ from relay_engine.taskdefs import (
     validation_problems,
 )
 
+Answer = TypeVar("Answer", bound=BaseModel)
 SUMMARY_CAP = 500
 TASK_LIST_CAP = 200
 
@@ -134,7 +135,7 @@ def _why_no_object(text: str) -> str:
     return "no JSON object found in the output"
 
 
-def as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
+def _as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
     if isinstance(raw, dict):
         return raw, ""
     if isinstance(raw, str):
@@ -143,7 +144,7 @@ def as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
     return None, f"expected a JSON object, got {type(raw).__name__}"
 
 
-def rejected(problems: Sequence[Problem]) -> PlanRejected:
+def _rejected(problems: Sequence[Problem]) -> PlanRejected:
     count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
     reason = f"{count}: " + "; ".join(str(p) for p in problems) + "."
     return PlanRejected(reason=reason, problems=tuple(problems))
@@ -187,9 +188,9 @@ def validate_planner_output(
 
     Reusing an existing task id is not judged here: :func:`materialise` compares definitions.
     """
-    data, why = as_object(raw)
+    data, why = _as_object(raw)
     if data is None:
-        return rejected([Problem("", why)])
+        return _rejected([Problem("", why)])
     raw_tasks = data.get("next_tasks", [])
     problems: list[Problem] = []
     try:
@@ -221,18 +222,23 @@ def validate_planner_output(
             if task_id not in known
         ]
     if problems or header is None:
-        return rejected(problems)
+        return _rejected(problems)
     return PlanAccepted(header.model_copy(update={"next_tasks": tasks}))
 
 
-def validate_assessor_output(raw: object) -> AssessorResult | PlanRejected:
-    data, why = as_object(raw)
+def validate_answer(raw: object, model: type[Answer]) -> Answer | PlanRejected:
+    """An agent's JSON answer as ``model``, or every problem with it in one paragraph."""
+    data, why = _as_object(raw)
     if data is None:
-        return rejected([Problem("", why)])
+        return _rejected([Problem("", why)])
     try:
-        return AssessorResult.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
-        return rejected(validation_problems(error, "", AssessorResult))
+        return _rejected(validation_problems(error, "", model))
+
+
+def validate_assessor_output(raw: object) -> AssessorResult | PlanRejected:
+    return validate_answer(raw, AssessorResult)
 
 
 # --- materialisation ------------------------------------------------------------------------

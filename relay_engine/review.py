@@ -17,17 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from relay_engine.planner import (
     OUTPUT_RULE,
     PlanRejected,
     TaskSummary,
-    as_object,
-    rejected,
     task_section,
+    validate_answer,
 )
-from relay_engine.taskdefs import Problem, TaskDef, validation_problems
+from relay_engine.taskdefs import TaskDef
 
 DEFAULT_REVIEWER_SCRIPT: dict[str, Any] = {"duration": 0.5, "lines": 2, "review": {}}
 DEFAULT_FIXER_SCRIPT: dict[str, Any] = {"duration": 0.5, "lines": 2}
@@ -59,13 +58,7 @@ class ReviewResult(BaseModel):
 
 def validate_review_output(raw: object) -> ReviewResult | PlanRejected:
     """The reviewer's answer, or every problem with it in one paragraph for the retry."""
-    data, why = as_object(raw)
-    if data is None:
-        return rejected([Problem("", why)])
-    try:
-        return ReviewResult.model_validate(data)
-    except ValidationError as error:
-        return rejected(validation_problems(error, "", ReviewResult))
+    return validate_answer(raw, ReviewResult)
 
 
 @dataclass(frozen=True)
