@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ from relay_engine.jobfile import JobFileError, load_job_file
 from relay_engine.jobs import JobConflict, split_key, submit_job
 from relay_engine.model import Event
 from relay_engine.pricing import PRICES_TAKEN
+from relay_engine.review import finding_lines
 from relay_engine.status import status_report
 from relay_engine.store import SchemaError, Store
 from relay_engine.timefmt import format_time
@@ -45,6 +47,10 @@ STATE_STYLES = {
     "PARKED": "blue",
     "DRAFT": "dim",
     "ACTIVE": "cyan",
+    "REVIEWING": "yellow",
+    "READY": "green",
+    "MERGED": "green",
+    "CLOSED": "magenta",
 }
 
 
@@ -162,7 +168,12 @@ def _print_status(store: Store, job_id: str | None) -> None:
         )
         return
     for job in report["jobs"]:
-        table = Table(title=f"{job['id']}: {job['title']} [{job['state']}]", title_justify="left")
+        table = Table(
+            title=f"{job['id']}: {job['title']} [{job['state']}]",
+            title_justify="left",
+            caption=escape("\n".join(pull_lines(job))) or None,
+            caption_justify="left",
+        )
         for column in ("task", "wave", "state", "attempt", "agent", "note"):
             table.add_column(column)
         for task in (t for t in report["tasks"] if t["job_id"] == job["id"]):
@@ -193,13 +204,35 @@ def _print_status(store: Store, job_id: str | None) -> None:
             )
 
 
+def pull_lines(job: dict[str, Any]) -> list[str]:
+    """The pull request and final review of a ``relay status`` job, in a few lines."""
+    pr, review = job.get("pr"), job.get("review")
+    if pr is None:
+        return []
+    number = f" #{pr['number']}" if pr["number"] else ""
+    head = (pr["head_sha"] or "")[:12]
+    line = f"PR {pr['forge']}{number} {pr['state']}: {pr['head_branch']} @ {head} -> "
+    line += pr["base_branch"] + (f" ({pr['mergeable'].lower()})" if pr["mergeable"] else "")
+    lines = [line + (f" {pr['url']}" if pr["url"] else "")]
+    if review is not None:
+        verdict = review["verdict"] or "running"
+        seen = "stale" if review["stale"] else "current head"
+        lines.append(f"review {review['round']}: {verdict} ({seen}) {review['summary'] or ''}")
+        lines += ["  " + line for line in finding_lines(review["findings"])]
+    lines += [f"{label}: {pr[key]}" for key, label in (("note", "waiting"), ("error", "error"))
+              if pr[key]]  # fmt: skip
+    return lines
+
+
 def _command(
-    kind: str, build: Callable[[argparse.Namespace], dict[str, Any]]
+    kind: str,
+    build: Callable[[argparse.Namespace], dict[str, Any]],
+    after: Callable[[argparse.Namespace, Store], int] | None = None,
 ) -> Callable[[argparse.Namespace], int]:
     """A subcommand that stores an operator command, applies it, and reports its outcome.
 
     A running engine may apply the command before this process does; the outcome is read
-    back from the command row either way.
+    back from the command row either way. ``after`` runs once the command was accepted.
     """
 
     def run(args: argparse.Namespace) -> int:
@@ -211,9 +244,36 @@ def _command(
             err.print(f"{kind}: stored as command {command_id}; no engine has applied it yet")
             return 1
         (console if result.ok else err).print(result.outcome, markup=False)
-        return 0 if result.ok else 1
+        if not result.ok:
+            return 1
+        return after(args, store) if after is not None else 0
 
     return run
+
+
+def _settle_pull(args: argparse.Namespace, store: Store) -> int:
+    """Perform the merge or close now, so it happens whether or not an engine runs."""
+    from relay_engine.pullstep import PullRequests
+    from relay_engine.registry import this_host
+    from relay_engine.runtime import EngineRuntime
+    from relay_engine.workspace import Worktrees
+
+    workspace = _workspace(args)
+    runtime = EngineRuntime(
+        engine_id=f"cli-{os.getpid()}",
+        host=this_host(),
+        workspace=workspace,
+        store=store,
+        config=load_config(workspace),
+        wake=lambda *_: None,
+        worktrees=Worktrees(workspace),
+    )
+    PullRequests(runtime, background=False).safe_reconcile(args.job, time.time())
+    (job,) = status_report(store, args.job)["jobs"]
+    console.print(f"job {job['id']} is {job['state']}", markup=False)
+    for line in pull_lines(job):
+        console.print(line, markup=False, highlight=False)
+    return 1 if job["pr"] and job["pr"]["error"] else 0
 
 
 def _task_payload(args: argparse.Namespace) -> dict:
@@ -309,6 +369,18 @@ def _since(text: str | None) -> float | None:
         raise ValueError(f"--since {text!r}: expected a date like 2026-11-30") from error
 
 
+def _add_pull_commands(sub: Any) -> None:
+    merge = sub.add_parser("merge", help="merge a job's pull request (READY, or any with --force)")
+    merge.add_argument("job")
+    merge.add_argument("--force", action="store_true", help="merge even without an approval")
+    merge.set_defaults(
+        func=_command("merge", lambda a: {"job": a.job, "force": a.force}, _settle_pull)
+    )
+    close = sub.add_parser("close", help="close a job's pull request and cancel its work")
+    close.add_argument("job")
+    close.set_defaults(func=_command("close", lambda a: {"job": a.job}, _settle_pull))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relay", description="Run fleets of AI coding agents.")
     parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
@@ -364,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true")
     usage.set_defaults(func=cmd_usage)
     cli_agents.add_commands(sub, _store, _command)
+    _add_pull_commands(sub)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

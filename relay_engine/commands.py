@@ -123,17 +123,24 @@ def cancel_job(session: Session, payload: dict, now: float) -> str:
         raise CommandRejected(f"no job {payload.get('job')}")
     if job.state in TERMINAL_JOB_STATES:
         raise CommandRejected(f"job {job.id} is already {job.state}")
-    for task in job_tasks(session, job.id, ACTIVE_TASK_STATES):
-        cancel_task(session, {"task": task.key, "reason": "job cancelled"}, now)
-    for plan in session.exec(
-        select(Plan).where(Plan.job_id == job.id, Plan.status == PlanState.PLANNING)
-    ):
-        fail_plan(session, plan, "job cancelled", now)
+    cancel_unfinished(session, job.id, "job cancelled", now)
     job.state = check_job(job.state, JobState.CANCELLED, key=job.id)
     job.updated_at = now
     session.add(job)
     record_event(session, "job.finished", f"job {job.id} cancelled", now=now, job_id=job.id)
     return f"cancelled job {job.id}"
+
+
+def cancel_unfinished(session: Session, job_id: str, reason: str, now: float) -> int:
+    """Cancel a job's unfinished tasks and fail its running planner rounds; how many tasks."""
+    tasks = job_tasks(session, job_id, ACTIVE_TASK_STATES)
+    for task in tasks:
+        cancel_task(session, {"task": task.key, "reason": reason}, now)
+    for plan in session.exec(
+        select(Plan).where(Plan.job_id == job_id, Plan.status == PlanState.PLANNING)
+    ):
+        fail_plan(session, plan, reason, now)
+    return len(tasks)
 
 
 def fail_plan(session: Session, plan: Plan, reason: str, now: float) -> None:

@@ -11,7 +11,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from relay_engine.pricing import Price, merged_prices
 
@@ -53,6 +61,25 @@ class EngineConfig(_Strict):
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
 
 
+class GitConfig(_Strict):
+    """Where a finished job's branch goes: relay's own pull request, or GitHub's through ``gh``."""
+
+    forge: Literal["local", "github"] = "local"
+    remote: str | None = Field(default=None, min_length=1)
+    push: bool = True  # push the job branch to ``remote`` as it moves
+    auto_merge: bool = False  # merge approved jobs even when their file does not say so
+    check_seconds: float = Field(default=15.0, gt=0)  # how often a forge is asked
+    review_diff_chars: int = Field(default=60_000, ge=1000)
+    gh: str = "gh"  # the gh executable (github forge)
+    repo: str | None = Field(default=None, pattern=r"^[^/\s]+/[^/\s]+$")  # gh -R OWNER/REPO
+
+    @model_validator(mode="after")
+    def _github_needs_a_pushed_branch(self) -> GitConfig:
+        if self.forge == "github" and (self.remote is None or not self.push):
+            raise ValueError("forge = 'github' needs remote = '<name>' and push = true")
+        return self
+
+
 class AgentConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
     provider: Literal["claude", "codex", "gemini", "command", "sim"]
@@ -86,6 +113,7 @@ class PriceConfig(_Strict):
 class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
     notifications: NotificationConfig = NotificationConfig()
+    git: GitConfig = GitConfig()
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)

@@ -46,7 +46,8 @@ def _cut_point(repo: Repo, branch: str) -> str | None:
     return None
 
 
-def _diff(repo: Repo, *revisions: str) -> tuple[str, str, bool]:
+def revision_diff(repo: Repo, *revisions: str) -> tuple[str, str, bool]:
+    """(text, stat, truncated) of ``git diff revisions``; the final review reads it too."""
     text = repo.git.diff(*revisions, "--no-color", "--no-ext-diff")
     stat = repo.git.diff(*revisions, "--stat", "--no-color")
     truncated = len(text) > DIFF_CHARS
@@ -66,7 +67,7 @@ def task_diff(repo_path: str | None, job_id: str, task_id: str) -> Diff:
             base = repo.git.merge_base(job_branch(job_id), branch)
         except GitCommandError:
             return Diff(branch=branch, missing=f"Cannot tell where {branch} was cut from.")
-    text, stat, truncated = _diff(repo, base, branch)
+    text, stat, truncated = revision_diff(repo, base, branch)
     return Diff(branch=branch, base=base[:10], text=text, stat=stat, truncated=truncated)
 
 
@@ -79,5 +80,5 @@ def job_diff(repo_path: str | None, job_id: str, base_branch: str) -> Diff:
     names = {head.name for head in repo.heads}
     if branch not in names or base_branch not in names:
         return Diff(branch=branch, missing=f"No branch {branch} yet: no task has run.")
-    text, stat, truncated = _diff(repo, f"{base_branch}...{branch}")
+    text, stat, truncated = revision_diff(repo, f"{base_branch}...{branch}")
     return Diff(branch=branch, base=base_branch, text=text, stat=stat, truncated=truncated)

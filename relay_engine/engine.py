@@ -44,6 +44,7 @@ from relay_engine.outcomes import (
     StopReason,
 )
 from relay_engine.planning import gated_keys
+from relay_engine.pullstep import PullRequests
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.reaper import Reaper
 from relay_engine.recovery import ClaimFacts
@@ -98,6 +99,7 @@ class Engine:
         self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
         self.reaper = Reaper(self.runtime, plans=self.rounds)
         self.notifier = Notifier(self.store, lambda: self.runtime.config.notifications)
+        self.pulls = PullRequests(self.runtime)
         self._config_changed = threading.Event()
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
@@ -234,6 +236,7 @@ class Engine:
                 live.process.wait(2)
         self.reaper.reap(now)
         self.starter.close()
+        self.pulls.close()
         if self._registered:
             mark_stopped(self.store, self.id, now=now)
             self.notifier.stop()
@@ -259,7 +262,7 @@ class Engine:
 
         A process exit wakes the loop for a *fast* tick (reap, settle, dispatch): the
         completion transaction already released the dependents. Housekeeping (commands,
-        recovery, parked work, planning, readiness) runs on full ticks, every
+        recovery, parked work, pull requests, planning, readiness) runs on full ticks, every
         ``tick_seconds`` or when a command arrives.
         """
         now = self.clock()
@@ -274,6 +277,7 @@ class Engine:
             changed |= self._recover(now)
             changed |= resume_parked(self.store, now)
             changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
+            changed |= self.pulls.tick(now)
             changed |= self.plan(now)
             changed |= promote_ready(self.store, now, self._gated())
         changed |= self.reaper.reap(now, fence=full)
@@ -306,7 +310,9 @@ class Engine:
         active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
         with self.store.read() as session:
             query = select(Task.key).where(col(Task.state).in_(active), waking).limit(1)
-            return session.exec(query).first() is None and not self._planning_active(session)
+            if session.exec(query).first() is not None or self._planning_active(session):
+                return False
+        return not self.pulls.busy(self.clock())
 
     def _planning_active(self, session: Session) -> bool:
         return self.rounds.planning_active(session)
@@ -314,7 +320,8 @@ class Engine:
     def all_jobs_succeeded(self) -> bool:
         with self.store.read() as session:
             states = session.exec(select(Job.state)).all()
-        return all(state in ("SUCCEEDED", "MERGED") for state in states)
+        # READY: approved and waiting for its merge (by the operator, or by the user's git).
+        return all(state in ("SUCCEEDED", "MERGED", "READY") for state in states)
 
     def _publish(self) -> None:
         self.notifier.wake()

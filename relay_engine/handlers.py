@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relay_engine import agent_status, assignments, commands, planning
+from relay_engine import agent_status, assignments, commands, planning, pulls
 
 HANDLERS: dict[str, commands.Handler] = {
     **commands.HANDLERS,
@@ -11,4 +11,6 @@ HANDLERS: dict[str, commands.Handler] = {
     "install_plan": planning.install_plan,
     "pin": assignments.pin_agent,
     "agent.reset": agent_status.reset,
+    "merge": pulls.request_merge,
+    "close": pulls.request_close,
 }

@@ -42,6 +42,8 @@ class JobDef(BaseModel):
     mode: Literal["manual", "autonomous"] = "manual"
     wave_gate: Literal["auto", "assess", "operator"] = "auto"
     auto_merge: bool = False
+    review: bool = True  # a final review before the job's branch may be merged
+    max_review_rounds: int = Field(3, ge=1, le=20)
     sim: dict[str, Any] | None = None
     max_plan_rounds: int = Field(5, ge=1, le=100)
     after: list[Identifier] = Field(default_factory=list)

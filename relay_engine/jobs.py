@@ -62,6 +62,8 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
                 mode=job_def.mode,
                 wave_gate=job_def.wave_gate,
                 auto_merge=job_def.auto_merge,
+                review_enabled=job_def.review,
+                max_review_rounds=job_def.max_review_rounds,
                 state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
                 after=list(job_def.after),
                 troubleshoot=job_def.troubleshoot,

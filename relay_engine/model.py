@@ -46,7 +46,8 @@ class Job(SQLModel, table=True):
     mode: str = "manual"
     wave_gate: str = "auto"
     auto_merge: bool = False
-    review_enabled: bool = False
+    review_enabled: bool = True
+    max_review_rounds: int = 3
     state: str = Field(default="ACTIVE", index=True)
     error: str | None = _optional_text()
     head_sha: str | None = None
@@ -137,6 +138,60 @@ class Plan(SQLModel, table=True):
     error: str | None = _optional_text()
     created_at: float = 0.0
     updated_at: float = 0.0
+
+
+class PullRequest(SQLModel, table=True):
+    """A job's pull request: relay's own record (forge ``local``) or a forge's (``github``).
+
+    ``state`` follows what the forge last said; the ``*_requested`` flags carry operator
+    commands to whichever process performs the forge call, and ``action_owner`` claims that
+    call so two engines never merge or close the same pull request at once.
+    """
+
+    __tablename__ = "relay_pull_request"
+    job_id: str = Field(primary_key=True)
+    forge: str = "local"
+    remote: str | None = None
+    number: int | None = None
+    url: str | None = None
+    base_branch: str = "main"
+    head_branch: str = ""
+    head_sha: str | None = None
+    state: str = Field(default="OPEN", index=True)
+    published: bool = False
+    mergeable: str | None = None  # MERGEABLE | CONFLICTING | UNKNOWN
+    review_decision: str | None = None  # the forge's own (GitHub reviewDecision)
+    merge_commit: str | None = None
+    note: str | None = _optional_text()  # why it waits, e.g. "ready to merge: run ..."
+    error: str | None = _optional_text()
+    merge_requested: bool = False
+    force_merge: bool = False
+    close_requested: bool = False
+    rebases: int = 0
+    action_owner: str | None = None
+    action_expires_at: float | None = None
+    retry_at: float | None = None
+    last_checked_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Review(SQLModel, table=True):
+    """One round of a job's final review: the head it looked at and what it said."""
+
+    __tablename__ = "relay_review"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    number: int = 1
+    task_key: str = ""
+    head_sha: str | None = None
+    verdict: str | None = None  # approve | changes | invalid; None while it runs
+    summary: str | None = _optional_text()
+    findings: list[dict] = _json([])
+    stale: bool = False
+    followed_up: bool = False  # the fix work for a "changes" verdict has been started
+    created_at: float = 0.0
+    finished_at: float | None = None
 
 
 class Execution(SQLModel, table=True):

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -28,6 +28,7 @@ from relay_engine.taskdefs import (
     validation_problems,
 )
 
+Answer = TypeVar("Answer", bound=BaseModel)
 SUMMARY_CAP = 500
 TASK_LIST_CAP = 200
 
@@ -225,14 +226,19 @@ def validate_planner_output(
     return PlanAccepted(header.model_copy(update={"next_tasks": tasks}))
 
 
-def validate_assessor_output(raw: object) -> AssessorResult | PlanRejected:
+def validate_answer(raw: object, model: type[Answer]) -> Answer | PlanRejected:
+    """An agent's JSON answer as ``model``, or every problem with it in one paragraph."""
     data, why = _as_object(raw)
     if data is None:
         return _rejected([Problem("", why)])
     try:
-        return AssessorResult.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
-        return _rejected(validation_problems(error, "", AssessorResult))
+        return _rejected(validation_problems(error, "", model))
+
+
+def validate_assessor_output(raw: object) -> AssessorResult | PlanRejected:
+    return validate_answer(raw, AssessorResult)
 
 
 # --- materialisation ------------------------------------------------------------------------
@@ -317,7 +323,7 @@ def _task_line(task: TaskSummary) -> str:
     return "\n".join(lines)
 
 
-def _task_section(tasks: Sequence[TaskSummary]) -> str:
+def task_section(tasks: Sequence[TaskSummary]) -> str:
     if not tasks:
         return "No tasks yet."
     counts = Counter(str(task.state) for task in tasks)
@@ -361,7 +367,7 @@ def _example_plan(role: str) -> str:
     return json.dumps(example, indent=2)
 
 
-_OUTPUT_RULE = (
+OUTPUT_RULE = (
     "Write the JSON object, and nothing else, to the file named by the environment variable "
     "`$RELAY_RESULT_FILE`. If you cannot write that file, end your final message with the "
     "JSON object in a ```json fenced block; nothing may follow it."
@@ -400,7 +406,7 @@ def _planner_contract(roles: Collection[str]) -> str:
             "",
             *rules,
             "",
-            _OUTPUT_RULE,
+            OUTPUT_RULE,
         ]
     )
 
@@ -427,7 +433,7 @@ def planner_prompt(
     ]
     if guidance and guidance.strip():
         sections.append(f"## Operator guidance\n\n{guidance.strip()}")
-    sections.append(f"## Tasks so far\n\n{_task_section(tasks)}")
+    sections.append(f"## Tasks so far\n\n{task_section(tasks)}")
     if previous_assessment and previous_assessment.strip():
         sections.append(f"## Previous assessment\n\n{_cap(previous_assessment, 4000)}")
     if rejection:
@@ -453,14 +459,14 @@ def assessor_prompt(*, objective: str, wave: int, tasks: Sequence[TaskSummary]) 
         '`"replan"` if the planner must revise it.\n'
         "- `summary`: a few sentences on what this wave achieved.\n"
         "- `findings`: specific facts the planner should know (may be empty).\n\n"
-        f"{_OUTPUT_RULE}"
+        f"{OUTPUT_RULE}"
     )
     sections = [
         "# Relay assessor",
         f"Wave {wave} of an autonomous job has finished. Judge its results against the "
         "objective. Check the work itself in the repository where a summary is not enough.",
         f"## Objective\n\n{objective.strip()}",
-        f"## Tasks\n\n{_task_section(tasks)}",
+        f"## Tasks\n\n{task_section(tasks)}",
         contract,
     ]
     return "\n\n".join(sections) + "\n"

@@ -13,7 +13,8 @@ from sqlmodel import Session, col, select
 
 from relay_engine.completion import block_dependents
 from relay_engine.dispatch import task_facts
-from relay_engine.model import Job, ProviderLimit, Task
+from relay_engine.model import Job, ProviderLimit, Review, Task
+from relay_engine.pulls import to_review
 from relay_engine.scheduler import readiness
 from relay_engine.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
 from relay_engine.store import Store, record_event
@@ -144,13 +145,18 @@ def _settled_manual_job(session: Session, job_id: str) -> bool:
 
 def settle_job(session, job: Job, now: float) -> bool:  # type: ignore[no-untyped-def]
     counts: dict[str, int] = {}
-    for state in session.exec(select(Task.state).where(Task.job_id == job.id)):
+    # A final review's outcome is the pull request step's business (a stale one is cancelled).
+    reviews = select(Review.task_key).where(Review.job_id == job.id)
+    query = select(Task.state).where(Task.job_id == job.id, col(Task.key).not_in(reviews))
+    for state in session.exec(query):
         counts[state] = counts.get(state, 0) + 1
     blocked = counts.get(TaskState.DRAFT, 0)
     failed, cancelled = counts.get(TaskState.FAILED, 0), counts.get(TaskState.CANCELLED, 0)
     if failed or cancelled or blocked:
         target = JobState.FAILED
         job.error = f"{failed} failed, {cancelled} cancelled, {blocked} blocked"
+    elif to_review(session, job, now):
+        return True
     else:
         target = JobState.SUCCEEDED
         job.error = None

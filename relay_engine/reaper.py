@@ -32,6 +32,7 @@ from relay_engine.outcomes import (
     redact_outcome,
 )
 from relay_engine.pricing import execution_spend
+from relay_engine.pulls import vet_review
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
@@ -144,7 +145,7 @@ class Reaper:
         succeeded = outcome.kind is OutcomeKind.SUCCEEDED
         try:
             merge = self.runtime.worktrees.finish(
-                job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded
+                job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded, kind=task.kind
             )
         except WorkspaceError as error:
             return (
@@ -206,6 +207,7 @@ class Reaper:
         """Apply the outcome to ``task`` (None when it was taken from this execution)."""
         if outcome.kind is OutcomeKind.LOST or task is None:
             return
+        outcome = vet_review(session, task, outcome)
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
         wait = None
         if outcome.kind is OutcomeKind.UNAVAILABLE and outcome.failure is not None:

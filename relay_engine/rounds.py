@@ -28,6 +28,7 @@ from relay_engine.planning import (
     reject_attempt,
     store_children,
 )
+from relay_engine.pulls import to_review
 from relay_engine.recovery import ClaimFacts
 from relay_engine.registry import kill_orphan
 from relay_engine.runner import LaunchError, LaunchSpec
@@ -74,7 +75,8 @@ class PlannerRounds:
         elif step == "materialise" and latest is not None:
             store_children(session, job, latest, now)
         elif step == "succeed":
-            finish_job(session, job, JobState.SUCCEEDED, None, now)
+            if not to_review(session, job, now):
+                finish_job(session, job, JobState.SUCCEEDED, None, now)
         elif step == "fail":
             why = latest.error if latest else "planning failed"
             finish_job(session, job, JobState.FAILED, f"planner round failed: {why}", now)

@@ -6,7 +6,10 @@ duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchil
 grandchild_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
-troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result}.
+troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result},
+resolve_conflicts ("ours" | "theirs": settle every conflicted file of a merge in progress, as a
+rebase agent would), review {changes_on_rounds, findings, summary} with review_round (answer a
+final review: "changes" with the findings on the listed rounds, "approve" otherwise).
 Other env: RELAY_ATTEMPT, RELAY_RESULT_FILE, RELAY_TASK, RELAY_PLAN_ROUND.
 """
 
@@ -277,6 +280,8 @@ def choose_result(sim: Sim) -> dict[str, Any]:
         keys += [(by_round, combined), (by_attempt, combined), (by_round, str(sim.round))]
     keys.append((by_attempt, str(sim.attempt)))
     value: Any = script.get("result")
+    if value is None and isinstance(script.get("review"), dict):
+        value = review_verdict(script["review"], int(script.get("review_round", 1)))
     for table, key in keys:
         if key in table:
             value = table[key]
@@ -291,6 +296,35 @@ def choose_result(sim: Sim) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return {"summary": default_summary, "data": value}
+
+
+DEFAULT_FINDINGS = [
+    {"file": "README.md", "line": 1, "severity": "major", "text": "document the change"}
+]
+
+
+def review_verdict(review: dict[str, Any], round_: int) -> dict[str, Any]:
+    """A final review's answer: changes on the scripted rounds, approve on every other."""
+    if round_ in review.get("changes_on_rounds", []):
+        findings = review.get("findings") or DEFAULT_FINDINGS
+        summary = review.get("summary") or f"round {round_}: changes needed"
+        return {"verdict": "changes", "summary": summary, "findings": findings}
+    return {"verdict": "approve", "summary": f"round {round_}: looks good", "findings": []}
+
+
+def resolve_conflicts(side: str) -> None:
+    """Settle a merge in progress by taking one side of every conflicted file."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "diff", "--name-only", "--diff-filter=U"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for path in listed.stdout.split():
+        subprocess.run(["git", "checkout", f"--{side}", "--", path], check=False)
+        subprocess.run(["git", "add", "--", path], check=False)
 
 
 def write_result(result: dict[str, Any]) -> None:
@@ -377,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         if fmt != "plain":
             sim.finish(message, is_error=True)
         return 1
+    if script.get("resolve_conflicts") in ("ours", "theirs"):
+        resolve_conflicts(str(script["resolve_conflicts"]))
     write_files(script)
     return work(sim)
 

@@ -158,7 +158,9 @@ class Starter:
             )
             resume = assignments.resumable_session(session, task, agent.id)
         cwd = (
-            self.runtime.worktrees.cwd_for(job.repo_path, job.id, task.task_id, job.base_branch)
+            self.runtime.worktrees.cwd_for(
+                job.repo_path, job.id, task.task_id, job.base_branch, kind=task.kind
+            )
             if job
             else self.runtime.workspace
         )

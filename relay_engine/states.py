@@ -1,7 +1,7 @@
-"""State machines of tasks, plans and jobs as transition tables.
+"""State machines of tasks, plans, jobs and pull requests as transition tables.
 
-Every state change in relay goes through :func:`check_task`, :func:`check_plan` or
-:func:`check_job`, so an impossible change (a SUCCEEDED task running again, say)
+Every state change in relay goes through :func:`check_task`, :func:`check_plan`,
+:func:`check_job` or :func:`check_pull`, so an impossible change (a SUCCEEDED task running again, say)
 raises at the point where it would happen instead of corrupting the job graph.
 """
 
@@ -35,6 +35,8 @@ class PlanState(StrEnum):
 class JobState(StrEnum):
     DRAFT = "DRAFT"  # waiting on the jobs it comes ``after``
     ACTIVE = "ACTIVE"
+    REVIEWING = "REVIEWING"  # work done, pull request open, final review queued or running
+    READY = "READY"  # final review approved the pull request's current head
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
@@ -44,7 +46,9 @@ class JobState(StrEnum):
 
 TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 ACTIVE_TASK_STATES = frozenset(set(TaskState) - TERMINAL_TASK_STATES)
-TERMINAL_JOB_STATES = frozenset(set(JobState) - {JobState.DRAFT, JobState.ACTIVE})
+TERMINAL_JOB_STATES = frozenset(
+    set(JobState) - {JobState.DRAFT, JobState.ACTIVE, JobState.REVIEWING, JobState.READY}
+)
 
 _T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
@@ -70,13 +74,36 @@ PLAN_TRANSITIONS: dict[PlanState, frozenset[PlanState]] = {
 _J = JobState
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _J.DRAFT: frozenset({_J.ACTIVE, _J.CANCELLED}),
-    _J.ACTIVE: frozenset({_J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
-    # A job that failed or was cancelled comes back to life when the operator retries a task.
-    _J.SUCCEEDED: frozenset({_J.MERGED, _J.CLOSED, _J.ACTIVE}),
-    _J.FAILED: frozenset({_J.ACTIVE, _J.CLOSED}),
-    _J.CANCELLED: frozenset({_J.ACTIVE, _J.CLOSED}),
+    _J.ACTIVE: frozenset(
+        {_J.REVIEWING, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}
+    ),
+    # Back to ACTIVE for fix work or a replan; SUCCEEDED when the branch holds nothing to merge.
+    _J.REVIEWING: frozenset(
+        {_J.READY, _J.ACTIVE, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}
+    ),
+    # Back to REVIEWING when the head moves, to ACTIVE for a rebase or a replan.
+    _J.READY: frozenset({_J.REVIEWING, _J.ACTIVE, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
+    # SUCCEEDED is for jobs without a branch to merge; an operator retry or replan revives it.
+    _J.SUCCEEDED: frozenset({_J.ACTIVE}),
+    # A job that failed or was cancelled comes back to life when the operator retries a task;
+    # its pull request may still be merged or closed by a person.
+    _J.FAILED: frozenset({_J.ACTIVE, _J.MERGED, _J.CLOSED}),
+    _J.CANCELLED: frozenset({_J.ACTIVE, _J.MERGED, _J.CLOSED}),
     _J.MERGED: frozenset(),
     _J.CLOSED: frozenset(),
+}
+
+
+class PullState(StrEnum):
+    OPEN = "OPEN"
+    MERGED = "MERGED"
+    CLOSED = "CLOSED"
+
+
+PULL_TRANSITIONS: dict[PullState, frozenset[PullState]] = {
+    PullState.OPEN: frozenset({PullState.MERGED, PullState.CLOSED}),
+    PullState.MERGED: frozenset(),
+    PullState.CLOSED: frozenset(),
 }
 
 
@@ -100,3 +127,9 @@ def check_plan(current: PlanState | str, target: PlanState, *, key: str = "plan"
 
 def check_job(current: JobState | str, target: JobState, *, key: str = "job") -> JobState:
     return _check(JOB_TRANSITIONS, f"job {key}", JobState(current), target)
+
+
+def check_pull(
+    current: PullState | str, target: PullState, *, key: str = "pull request"
+) -> PullState:
+    return _check(PULL_TRANSITIONS, key, PullState(current), target)

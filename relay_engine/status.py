@@ -1,4 +1,9 @@
-"""A point-in-time report of jobs, tasks, providers and plans (``relay status``)."""
+"""A point-in-time report of jobs, tasks, providers and plans (``relay status``).
+
+Each job carries ``pr`` (its pull request: forge, number/url, state, head, mergeable, and
+the ``note`` saying why it waits) and ``review`` (the latest final review: round, verdict,
+the head it saw, whether that head is still current, summary and findings).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from sqlmodel import select
 
 from relay_engine.agent_status import agent_rows
 from relay_engine.model import Job, Plan, ProviderLimit, Task
+from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
 
@@ -20,15 +26,16 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
         plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
         agents = [row.as_dict() for row in agent_rows(session, time.time())]
-    if job_id:
-        jobs = [j for j in jobs if j.id == job_id]
-        tasks = [t for t in tasks if t.job_id == job_id]
-        plans = [p for p in plans if p.job_id == job_id]
+        if job_id:
+            jobs = [j for j in jobs if j.id == job_id]
+            tasks = [t for t in tasks if t.job_id == job_id]
+            plans = [p for p in plans if p.job_id == job_id]
+        pulls = pull_summaries(session, [j.id for j in jobs])
     records = read_usage(store, job_id=job_id)
     by_job = {row.key: row for row in rollup(records, "job")}
     by_task = {row.key: row for row in rollup(records, "task")}
     return {
-        "jobs": [{**_job(j), "spend": _spend(by_job.get(j.id))} for j in jobs],
+        "jobs": [{**_job(j), **pulls[j.id], "spend": _spend(by_job.get(j.id))} for j in jobs],
         "tasks": [{**_task(t), "spend": _spend(by_task.get(t.key))} for t in tasks],
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
@@ -54,6 +61,9 @@ def _job(job: Job) -> dict[str, Any]:
         "after": list(job.after),
         "blocked_by": job.blocked_by,
         "error": job.error,
+        "head_sha": job.head_sha,
+        "auto_merge": job.auto_merge,
+        "review_enabled": job.review_enabled,
     }
 
 

@@ -31,7 +31,7 @@ from pydantic import (
 
 Priority = Literal["P0", "P1", "P2", "P3"]
 StorySize = Literal["S", "M", "L", "XL"]
-TaskKind = Literal["work", "review", "assess", "merge_prep", "troubleshoot"]
+TaskKind = Literal["work", "review", "assess", "merge_prep", "troubleshoot", "fix", "rebase"]
 
 DEFAULT_PRIORITY: Priority = "P2"
 MAX_ID_LENGTH = 64

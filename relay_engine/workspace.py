@@ -42,6 +42,11 @@ def task_branch(job_id: str, task_id: str) -> str:
     return f"relay-tasks/{job_id}/{task_id}"
 
 
+def rebase_ref(job_id: str) -> str:
+    """The base commit a job's ``rebase`` task must absorb, set when the conflict is found."""
+    return f"refs/relay/rebase/{job_id}"
+
+
 def open_repo(path: str | Path | None) -> Repo | None:
     """The git repository at ``path``, or None when it is not one."""
     if not path:
@@ -52,11 +57,11 @@ def open_repo(path: str | Path | None) -> Repo | None:
         return None
 
 
-def _lock(repo: Repo) -> threading.Lock:
+def git_lock(repo: Repo) -> threading.Lock:
     return _repo_locks[str(Path(repo.git_dir).resolve())]
 
 
-def _git(repo: Repo, *args: str) -> str:
+def run_git(repo: Repo, *args: str) -> str:
     try:
         return repo.git.execute(["git", *RELAY_IDENTITY, *args])  # type: ignore[call-overload,no-any-return]
     except GitCommandError as error:
@@ -74,7 +79,7 @@ def ensure_job_branch(repo: Repo, job_id: str, base_branch: str) -> str:
     if not _has_branch(repo, branch):
         if not _has_branch(repo, base_branch):
             raise WorkspaceError(f"{repo.working_dir}: base branch {base_branch!r} does not exist")
-        _git(repo, "branch", branch, base_branch)
+        run_git(repo, "branch", branch, base_branch)
     return branch
 
 
@@ -82,20 +87,24 @@ def _job_worktree(repo: Repo, root: Path, job_id: str) -> Path:
     path = root / job_id / "_job"
     if not (path / ".git").exists():
         _remove_worktree(repo, path)
-        _git(repo, "worktree", "add", str(path), job_branch(job_id))
+        run_git(repo, "worktree", "add", str(path), job_branch(job_id))
     return path
 
 
 def prepare_task_worktree(
-    repo: Repo, root: Path, job_id: str, task_id: str, base_branch: str
+    repo: Repo, root: Path, job_id: str, task_id: str, base_branch: str, kind: str = "work"
 ) -> Path:
-    """A fresh worktree for the task on its own branch, cut from the job branch now."""
-    with _lock(repo):
+    """A fresh worktree for the task on its own branch, cut from the job branch now.
+
+    A ``rebase`` task's worktree also starts merging the moved base in, leaving the
+    conflicts in place for the agent to resolve; relay commits the merge when it is done.
+    """
+    with git_lock(repo):
         ensure_job_branch(repo, job_id, base_branch)
         path = root / job_id / task_id
         _remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _git(
+        run_git(
             repo,
             "worktree",
             "add",
@@ -104,26 +113,60 @@ def prepare_task_worktree(
             str(path),
             job_branch(job_id),
         )
+        if kind == "rebase":
+            _start_base_merge(Repo(path), job_id, base_branch)
         return path
+
+
+def _start_base_merge(tree: Repo, job_id: str, base_branch: str) -> None:
+    target = rebase_ref(job_id)
+    try:
+        run_git(tree, "rev-parse", "--verify", "-q", target)
+    except WorkspaceError:
+        target = base_branch
+    try:
+        run_git(tree, "merge", "--no-ff", "--no-commit", "-q", target)
+    except WorkspaceError:
+        if not _conflicted_paths(tree):
+            raise  # not a conflict: the merge could not even start
 
 
 def _remove_worktree(repo: Repo, path: Path) -> None:
     if path.exists():
         try:
-            _git(repo, "worktree", "remove", "--force", str(path))
+            run_git(repo, "worktree", "remove", "--force", str(path))
         except WorkspaceError:
             shutil.rmtree(path, ignore_errors=True)
-    _git(repo, "worktree", "prune")
+    run_git(repo, "worktree", "prune")
 
 
 def commit_task_changes(worktree: Path, message: str) -> str | None:
-    """Commit what the agent left uncommitted; the new head, or None if nothing changed."""
+    """Commit what the agent left uncommitted; the new head, or None if nothing changed.
+
+    A merge in progress (a rebase task's) is concluded even when it changes no file.
+    """
     repo = Repo(worktree)
-    _git(repo, "add", "-A")
-    if not repo.is_dirty(index=True, working_tree=False, untracked_files=False):
+    run_git(repo, "add", "-A")
+    merging = (Path(repo.git_dir) / "MERGE_HEAD").exists()
+    if not merging and not repo.is_dirty(index=True, working_tree=False, untracked_files=False):
         return None
-    _git(repo, "commit", "-q", "-m", message)
+    run_git(repo, "commit", "-q", "-m", message)
     return repo.head.commit.hexsha
+
+
+def unresolved_conflicts(worktree: Path, since: str) -> tuple[str, ...]:
+    """Paths a rebase left with conflict markers, committed or not, among those that differ
+    from ``since`` (everything is staged first: an agent need not ``git add`` its work)."""
+    repo = Repo(worktree)
+    run_git(repo, "add", "-A")
+    marked = []
+    for name in run_git(repo, "diff", "--cached", "--name-only", since).splitlines():
+        path = worktree / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in text.splitlines()):
+                marked.append(name)
+    return tuple(marked)
 
 
 def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) -> MergeResult:
@@ -131,15 +174,16 @@ def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) ->
     worktree = root / job_id / task_id
     if worktree.exists():
         commit_task_changes(worktree, f"{task_id}: {title}")
-    with _lock(repo):
+    with git_lock(repo):
         job_tree = _job_worktree(repo, root, job_id)
         job_repo = Repo(job_tree)
         branch = task_branch(job_id, task_id)
-        diffstat = _git(job_repo, "diff", "--stat", f"HEAD...{branch}")
-        if not diffstat.strip():
+        diffstat = run_git(job_repo, "diff", "--stat", f"HEAD...{branch}")
+        ahead = int(run_git(job_repo, "rev-list", "--count", f"HEAD..{branch}"))
+        if not diffstat.strip() and not ahead:
             return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat="")
         try:
-            _git(
+            run_git(
                 job_repo,
                 "merge",
                 "--no-ff",
@@ -150,20 +194,29 @@ def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) ->
             )
         except WorkspaceError:
             conflicts = _conflicted_paths(job_repo)
-            _git(job_repo, "merge", "--abort")
+            run_git(job_repo, "merge", "--abort")
             return MergeResult(merged=False, commit=None, diffstat=diffstat, conflicts=conflicts)
         return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat=diffstat)
 
 
 def _conflicted_paths(repo: Repo) -> tuple[str, ...]:
-    output = _git(repo, "diff", "--name-only", "--diff-filter=U")
+    output = run_git(repo, "diff", "--name-only", "--diff-filter=U")
     return tuple(line for line in output.splitlines() if line.strip())
 
 
 def prune_task(repo: Repo, root: Path, job_id: str, task_id: str) -> None:
     """Remove a finished task's worktree (its branch stays for inspection)."""
-    with _lock(repo):
+    with git_lock(repo):
         _remove_worktree(repo, root / job_id / task_id)
+
+
+def release_job_branch(repo: Repo, root: Path, job_id: str) -> None:
+    """Remove relay's checkout of the job branch, so people may check it out or delete it.
+
+    Merging a later task's work (a fix, a rebase) checks it out again.
+    """
+    with git_lock(repo):
+        _remove_worktree(repo, root / job_id / "_job")
 
 
 class Worktrees:
@@ -173,12 +226,19 @@ class Worktrees:
         self.workspace = workspace
         self.root = workspace / ".relay" / "worktrees"
 
-    def cwd_for(self, repo_path: str | None, job_id: str, task_id: str, base_branch: str) -> Path:
+    def cwd_for(
+        self,
+        repo_path: str | None,
+        job_id: str,
+        task_id: str,
+        base_branch: str,
+        kind: str = "work",
+    ) -> Path:
         """A fresh worktree when the job's repo is a git repository; else the repo or workspace."""
         repo = open_repo(repo_path)
         if repo is None:
             return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
-        return prepare_task_worktree(repo, self.root, job_id, task_id, base_branch)
+        return prepare_task_worktree(repo, self.root, job_id, task_id, base_branch, kind)
 
     def has_tree(self, job_id: str, task_key: str | None) -> bool:
         """Whether this task has a worktree to settle (cheap: one stat, no git)."""
@@ -187,17 +247,32 @@ class Worktrees:
         return (self.root / job_id / task_key.partition("/")[2]).exists()
 
     def finish(
-        self, repo_path: str | None, job_id: str, task_id: str, title: str, *, succeeded: bool
+        self,
+        repo_path: str | None,
+        job_id: str,
+        task_id: str,
+        title: str,
+        *,
+        succeeded: bool,
+        kind: str = "work",
     ) -> MergeResult | None:
-        """Merge a succeeded task's work; keep a failed task's work on its branch; prune."""
+        """Merge a succeeded task's work; keep a failed task's work on its branch; prune.
+
+        A reviewer's edits are never merged (a review judges the work, it does not change
+        it), and a rebase whose conflicts are still unresolved fails instead of merging.
+        """
         repo = open_repo(repo_path)
         tree = self.root / job_id / task_id
         if repo is None or not tree.exists():
             return None
         try:
-            if succeeded:
+            if kind == "rebase" and succeeded:
+                left = unresolved_conflicts(tree, job_branch(job_id))
+                if left:
+                    raise WorkspaceError(f"conflicts left unresolved in: {', '.join(left)}")
+            if succeeded and kind != "review":
                 return merge_task(repo, self.root, job_id, task_id, title)
-            commit_task_changes(tree, f"{task_id}: {title} (unfinished)")
+            commit_task_changes(tree, f"{task_id}: {title} (not merged)")
             return None
         finally:
             prune_task(repo, self.root, job_id, task_id)

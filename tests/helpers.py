@@ -53,6 +53,7 @@ def relay_toml(
     grace: float = 0.5,
     agents: list[dict[str, Any]] | None = None,
     notifications: dict[str, Any] | None = None,
+    git: dict[str, Any] | None = None,
 ) -> str:
     """A relay.toml with fast ticks and, by default, one sim agent taking every role."""
     config: dict[str, Any] = {
@@ -69,6 +70,8 @@ def relay_toml(
     }
     if notifications is not None:
         config["notifications"] = notifications
+    if git is not None:
+        config["git"] = git
     return tomli_w.dumps(config)
 
 
@@ -89,7 +92,10 @@ class Workspace:
     _stores: list[Store] = field(default_factory=list)
 
     def configure(self, **options: Any) -> Workspace:
-        (self.path / "relay.toml").write_text(relay_toml(**options), encoding="utf-8")
+        """Write relay.toml at once (a running engine never reads it half written)."""
+        partial = self.path / "relay.toml.partial"
+        partial.write_text(relay_toml(**options), encoding="utf-8")
+        partial.replace(self.path / "relay.toml")
         return self
 
     def write_job(self, text: str, name: str = "job.toml") -> Path:
