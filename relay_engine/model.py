@@ -16,8 +16,10 @@ SCHEMA_VERSION = 1
 
 
 def _json(default: Any = None) -> Any:
+    """A JSON column whose default also applies to rows inserted without the ORM."""
     factory = (lambda: list(default)) if isinstance(default, list) else (lambda: default)
-    return Field(default_factory=factory, sa_column=Column(JSON, nullable=True))
+    column = Column(JSON, nullable=True, default=factory if default is not None else None)
+    return Field(default_factory=factory, sa_column=column)
 
 
 def _text(default: str = "") -> Any:
