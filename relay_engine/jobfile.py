@@ -57,6 +57,10 @@ class JobDef(BaseModel):
         return data
 
 
+FIELDS_SINCE_0_1 = ("review", "max_review_rounds", "after", "troubleshoot")
+"""Job fields newer than the first release; see :meth:`JobSpec.spec_hash`."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     job: JobDef
@@ -64,9 +68,16 @@ class JobSpec:
     source: Path
 
     def spec_hash(self) -> str:
-        """Equal for files that mean the same job, wherever they live (source is left out)."""
+        """Equal for files that mean the same job, wherever they live (source is left out).
+
+        Fields added after relay 0.1.0 count only when set away from their default, so a
+        job file stored by an older release still resubmits as "unchanged"."""
+        job = self.job.model_dump(mode="json")
+        for name in FIELDS_SINCE_0_1:
+            if job[name] == JobDef.model_fields[name].get_default(call_default_factory=True):
+                del job[name]
         payload = {
-            "job": self.job.model_dump(mode="json"),
+            "job": job,
             "tasks": [resolved_definition(t, self.job.priority) for t in self.tasks],
         }
         return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
