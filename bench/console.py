@@ -119,7 +119,7 @@ async def console(
         loaded = len(app.apply_seconds)
         done = threading.Event()
         thread = threading.Thread(
-            target=writer, args=(url, args.tasks, args.rate, args.seconds, app._nudge, done)
+            target=writer, args=(url, args.tasks, args.rate, args.seconds, app.feed.nudge, done)
         )
         thread.start()
         while not done.is_set():

@@ -18,12 +18,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from console_helpers import attached_app, settle, wait_loaded, wait_until  # noqa: E402
+from console_helpers import attached_app, cursor_to, settle, wait_loaded, wait_until  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 
 from relay_tui.sample import write_empty, write_sample  # noqa: E402
 from relay_tui.screens.detail import DetailScreen  # noqa: E402
-from relay_tui.widgets.panes import JobsTable  # noqa: E402
 
 Step = Callable[[Pilot[None]], Awaitable[None]]
 
@@ -32,8 +31,7 @@ def pressing(*keys: str, select: str | None = None) -> Step:
     async def steps(pilot: Pilot[None]) -> None:
         await wait_loaded(pilot)
         if select:
-            pilot.app.screen.query_one(JobsTable).select_key(select)
-            await pilot.pause()
+            await cursor_to(pilot, select)
         await pilot.press(*keys)
         if "enter" in keys:
             await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))

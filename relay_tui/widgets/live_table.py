@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import Resize, Show
 from textual.strip import Strip
@@ -54,9 +55,17 @@ class LiveTable(DataTable[Any]):
     must not cost a repaint each.
     """
 
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", id="row-down", show=False),
+        Binding("k", "cursor_up", "Up", id="row-up", show=False),
+        Binding("home", "scroll_top", "First row", id="row-first", show=False),
+        Binding("end,G", "scroll_bottom", "Last row", id="row-last", show=False),
+    ]
     COLUMNS: Sequence[tuple[str, str, int]] = ()
-    """(column key, label, width): fixed widths, so 5,000 rows are never measured. The last
-    column is flexible: its width is a minimum and it takes whatever the pane has left."""
+    """(column key, label, width): fixed widths, so 5,000 rows are never measured."""
+    FLEX: Mapping[str, int] = {}
+    """Column key -> weight: these columns' widths are minimums, and they share whatever
+    width the pane has left in proportion to their weights (the last column if empty)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
@@ -161,13 +170,21 @@ class LiveTable(DataTable[Any]):
             self.flush_visible()
 
     def fit_flexible_column(self) -> None:
-        """Give the last column the width the fixed columns (and cell padding) leave."""
+        """Share the width the fixed columns (and cell padding) leave among the flexible ones."""
         if not self.COLUMNS or not self.is_mounted:
             return
-        *fixed, (key, _label, minimum) = self.COLUMNS
-        used = sum(width for _k, _l, width in fixed) + 2 * self.cell_padding * len(self.COLUMNS)
-        available = self.scrollable_content_region.width - used
-        self._set_column_width(key, max(minimum, available))
+        flex = dict(self.FLEX) or {self.COLUMNS[-1][0]: 1}
+        used = sum(width for _k, _l, width in self.COLUMNS) + 2 * self.cell_padding * len(
+            self.COLUMNS
+        )
+        spare = max(0, self.scrollable_content_region.width - used)
+        total = sum(flex.values())
+        given = 0
+        flexible = [(key, width) for key, _label, width in self.COLUMNS if key in flex]
+        for index, (key, minimum) in enumerate(flexible):
+            share = spare - given if index == len(flexible) - 1 else spare * flex[key] // total
+            given += share
+            self._set_column_width(key, minimum + share)
 
     def _set_column_width(self, key: str, width: int) -> None:
         column = self.columns.get(ColumnKey(key))
@@ -258,12 +275,16 @@ class LiveTable(DataTable[Any]):
             self.rebuild(rows)
             return
         wanted = set(new_keys)
-        for key in [k for k in self._order if k not in wanted]:
+        selected = self.cursor_key
+        removed = [k for k in self._order if k not in wanted]
+        for key in removed:
             self._remove(key)
         self.patch(rows)
         for key, values in rows:
             if key not in self._cells:
                 self._add(key, values)
+        if removed and selected in self._cells:
+            self.select_key(selected)  # rows vanished above it: the cursor stays on its row
 
     def rebuild(self, rows: Sequence[Row]) -> None:
         """Replace every row, keeping the cursor on the same row key where it still exists."""

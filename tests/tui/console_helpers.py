@@ -15,6 +15,8 @@ from textual.widgets import DataTable
 from relay_engine.config import default_config
 from relay_tui.app import RelayApp
 from relay_tui.sample import frozen_clock
+from relay_tui.screens.main import PANES
+from relay_tui.widgets.live_table import LiveTable
 
 
 def attached_app(path: Path, url: str) -> RelayApp:
@@ -64,3 +66,20 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
         asyncio.run(test(*args, **kwargs))
 
     return runner
+
+
+async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
+    """Move the cursor of ``pane`` onto the row ``key`` with the keys an operator presses."""
+    app = pilot.app
+    assert isinstance(app, RelayApp)
+    await wait_until(pilot, lambda: key in app.main_screen.query_one(f"#{pane}", LiveTable).row_keys)
+    table = app.main_screen.query_one(f"#{pane}", LiveTable)
+    if not table.has_focus:
+        number = 1 + [name for name, _title in PANES].index(pane)
+        await pilot.press(str(number))
+    for _ in range(len(table.row_keys) + 1):
+        if table.cursor_key == key:
+            return
+        rows = table.row_keys
+        await pilot.press("down" if rows.index(key) > table.cursor_row else "up")
+    raise AssertionError(f"could not move the cursor of {pane} to {key}")

@@ -6,18 +6,17 @@ the SVGs under tests/tui/__snapshots__/ before committing them.
 
 from __future__ import annotations
 
-from console_helpers import settle, wait_loaded, wait_until
+from console_helpers import cursor_to, settle, wait_loaded, wait_until
 from textual.pilot import Pilot
 
 from relay_tui.app import RelayApp
 from relay_tui.screens.detail import DetailScreen
-from relay_tui.widgets.panes import JobsTable
 
 
 async def select(pilot: Pilot[None], key: str) -> None:
     await wait_loaded(pilot)
-    pilot.app.screen.query_one(JobsTable).select_key(key)
-    await pilot.pause()
+    await cursor_to(pilot, key)
+    await settle(pilot)
 
 
 def test_console_80x24(snap_compare, sample_app: RelayApp) -> None:
