@@ -72,7 +72,9 @@ async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
     """Move the cursor of ``pane`` onto the row ``key`` with the keys an operator presses."""
     app = pilot.app
     assert isinstance(app, RelayApp)
-    await wait_until(pilot, lambda: key in app.main_screen.query_one(f"#{pane}", LiveTable).row_keys)
+    await wait_until(
+        pilot, lambda: key in app.main_screen.query_one(f"#{pane}", LiveTable).row_keys
+    )
     table = app.main_screen.query_one(f"#{pane}", LiveTable)
     if not table.has_focus:
         number = 1 + [name for name, _title in PANES].index(pane)
