@@ -80,13 +80,14 @@ def retry_task(session: Session, payload: dict, now: float) -> str:
     )
     target = TaskState.QUEUED if ready else TaskState.DRAFT
     max_attempts = max(task.max_attempts, task.attempt + 1)
+    why = str(payload.get("reason") or "by operator")
     move_task(
         session,
         task,
         target,
         now=now,
         kind="task.retried",
-        message=f"{task.key} retried by operator (attempt {task.attempt + 1} of {max_attempts})",
+        message=f"{task.key} retried {why} (attempt {task.attempt + 1} of {max_attempts})",
         max_attempts=max_attempts,
         error=None,
         blocked_by=None,

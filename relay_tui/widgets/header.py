@@ -35,7 +35,8 @@ def fleet_line(
         text.append(f" · {plural(fleet.engines_alive, 'engine')} alive (heartbeat {age} ago)")
     limited = sum(1 for p in snapshot.providers if p.status == "limited")
     slots = capacity * max(1, fleet.engines_alive)
-    text.append(f" · agents {len(snapshot.runs)}/{slots}")
+    working = sum(1 for run in snapshot.runs if run.task_key)  # planners use no slot
+    text.append(f" · agents {working}/{slots}")
     text.append(" · ")
     text.append(
         f"{limited} limited" if limited else "providers ok",
