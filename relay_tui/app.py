@@ -43,7 +43,7 @@ ERROR_TOAST_SECONDS = 15
 
 
 class RelayApp(OperatorActions, App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "relay"
     COMMANDS = App.COMMANDS | {RelayCommands}
     BINDINGS: ClassVar[list[Any]] = [

@@ -6,10 +6,14 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from relay_engine.config import ConfigError
 from relay_engine.store import SchemaError
 from relay_tui.crash import crash_message
+
+if TYPE_CHECKING:
+    from relay_tui.app import RelayApp
 
 
 def missing_sqlite_file(url: str) -> Path | None:
@@ -63,16 +67,24 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workspace, ignore_errors=True)
 
 
-def run(workspace: Path, db_url: str | None, demo: bool) -> int:
+def run(
+    workspace: Path,
+    db_url: str | None,
+    demo: bool,
+    *,
+    app_class: type[RelayApp] | None = None,
+    headless: bool = False,
+) -> int:
+    """Run the console; a crash prints where its traceback is and exits non-zero."""
     from relay_tui.app import RelayApp
 
     try:
-        app = RelayApp(workspace, db_url=db_url, demo=demo)
+        app = (app_class or RelayApp)(workspace, db_url=db_url, demo=demo)
     except (ConfigError, SchemaError) as error:
         print(f"relay-tui: {error}", file=sys.stderr)
         return 2
     try:
-        app.run()
+        app.run(headless=headless)
     finally:
         if app.engine is not None and app.engine.running:
             app.engine.stop()  # a crash must not leave agents running
