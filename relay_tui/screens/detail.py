@@ -113,7 +113,7 @@ class DetailScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#executions", DataTable).add_columns(
-            "Run", "Agent", "Try", "Started", "Ended", "Outcome"
+            "Run", "Agent", "Try", "Started", "Outcome"
         )
         self.query_one("#output", FollowLog).focus()
         self.reload()
@@ -168,16 +168,11 @@ class DetailScreen(Screen[None]):
         table = self.query_one("#executions", DataTable)
         table.clear()
         for ex in executions:
-            outcome = ex.outcome or ""
+            outcome = (ex.outcome or "ended") if ex.ended_at else "running"
             if ex.exit_code not in (None, 0):
                 outcome = f"{outcome} (exit {ex.exit_code})"
             table.add_row(
-                ex.id[:8],
-                ex.agent or "",
-                str(ex.attempt),
-                clock_time(ex.started_at),
-                clock_time(ex.ended_at) if ex.ended_at else "running",
-                outcome,
+                ex.id[:8], ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
             )
 
     # -- output -------------------------------------------------------------------------

@@ -82,11 +82,11 @@ def task_sort_key(sort: str) -> Any:
 
 class JobsTable(SortableTable):
     COLUMNS = (
-        ("task", "Task", 22),
+        ("task", "Task", 15),
         ("state", "State", 9),
-        ("agent", "Agent", 10),
+        ("agent", "Agent", 8),
         ("try", "Try", 3),
-        ("info", "Note", 12),
+        ("info", "Note", 7),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "info": 1}
     SORTS = ("wave", "state", "agent", "recent")
@@ -241,14 +241,13 @@ def run_sort_key(sort: str) -> Any:
 
 class RunningTable(SortableTable):
     COLUMNS = (
-        ("task", "Task", 18),
-        ("agent", "Agent", 10),
-        ("provider", "Provider", 8),
+        ("task", "Task", 12),
+        ("agent", "Agent", 8),
         ("elapsed", "Elapsed", 7),
         ("try", "Try", 3),
-        ("output", "Last output", 12),
+        ("output", "Last output", 8),
     )
-    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "output": 2}
+    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "agent": 1, "output": 3}
     SORTS = ("started", "task", "agent")
 
     def build_rows(self, snapshot: Snapshot, now: float) -> list[Row]:
@@ -263,7 +262,6 @@ class RunningTable(SortableTable):
                     (
                         run_label(run),
                         run.agent or "",
-                        run.provider or "",
                         elapsed,
                         tries,
                         clip(run.last_output, NOTE_CHARS),
@@ -279,7 +277,8 @@ class RunningTable(SortableTable):
         run = snapshot.run(key)
         if run is None:
             return ""
-        return f"{run_label(run)}: {run.last_output or 'no output yet'}"
+        where = f"{run.agent or '?'} on {run.provider or '?'}"
+        return f"{run_label(run)} · {where}: {run.last_output or 'no output yet'}"
 
 
 def run_label(run: RunView) -> str:
@@ -290,13 +289,14 @@ class ProvidersTable(LiveTable):
     """One row per provider; built so per-agent rows can be added under each provider."""
 
     COLUMNS = (
-        ("provider", "Provider", 10),
-        ("status", "Status", 10),
-        ("reset", "Resets at", 9),
-        ("in", "In", 7),
+        ("provider", "Provider", 9),
+        ("status", "Status", 9),
+        ("reset", "Resets", 8),
+        ("in", "In", 6),
         ("parked", "Parked", 6),
-        ("running", "Running", 7),
+        ("running", "Run", 4),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 1}
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
@@ -333,11 +333,12 @@ class ProvidersTable(LiveTable):
 
 class PlannerTable(LiveTable):
     COLUMNS = (
-        ("what", "Round / wave", 12),
+        ("what", "Round / wave", 10),
         ("status", "Status", 11),
-        ("progress", "Progress / objective", 20),
-        ("notes", "Trigger · guidance · gate", 16),
+        ("progress", "Progress / objective", 14),
+        ("notes", "Trigger · guidance · gate", 8),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"status": 1, "progress": 1, "notes": 3}
 
     def build_rows(self, snapshot: Snapshot, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []

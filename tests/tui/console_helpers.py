@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
@@ -72,16 +73,34 @@ async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
     """Move the cursor of ``pane`` onto the row ``key`` with the keys an operator presses."""
     app = pilot.app
     assert isinstance(app, RelayApp)
-    await wait_until(
-        pilot, lambda: key in app.main_screen.query_one(f"#{pane}", LiveTable).row_keys
-    )
     table = app.main_screen.query_one(f"#{pane}", LiveTable)
+    await wait_until(pilot, lambda: key in table.row_keys)
     if not table.has_focus:
-        number = 1 + [name for name, _title in PANES].index(pane)
-        await pilot.press(str(number))
-    for _ in range(len(table.row_keys) + 1):
+        await type_keys(pilot, str(1 + [name for name, _title in PANES].index(pane)))
+        await wait_until(pilot, lambda: table.has_focus)
+    for _ in range(2 * len(table.row_keys) + 2):
         if table.cursor_key == key:
+            await pilot.pause()
             return
+        before = table.cursor_row
         rows = table.row_keys
-        await pilot.press("down" if rows.index(key) > table.cursor_row else "up")
+        if key not in rows:
+            break
+        await type_keys(pilot, "down" if rows.index(key) > before else "up")
+        await wait_until(pilot, lambda b=before: table.cursor_row != b or table.cursor_key == key)
     raise AssertionError(f"could not move the cursor of {pane} to {key}")
+
+
+async def type_keys(pilot: Pilot[None], *keys: str, gap: float = 0.01) -> None:
+    """Keys as a fast typist sends them: through the driver, ``gap`` seconds apart.
+
+    ``pilot.press`` waits until the process is idle after every key; with a live engine in
+    the same process it never is, and each key would cost its full time-out.
+    """
+    app = pilot.app
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else (" " if key == "space" else None))
+        event.set_sender(app)
+        assert app._driver is not None
+        app._driver.send_message(event)
+        await asyncio.sleep(gap)

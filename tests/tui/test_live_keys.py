@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from console_helpers import cursor_to, run_async, wait_until
+from console_helpers import cursor_to, run_async, type_keys, wait_until
 from live_helpers import churn_tasks, live_app, live_workspace, quit_app, submit
 from sqlmodel import col, select
 from textual.pilot import Pilot
@@ -74,7 +74,8 @@ async def back_to_main(pilot: Pilot[None], app: RelayApp) -> None:
     for _ in range(10):
         if app.screen is app.main_screen:
             return
-        await pilot.press("escape")
+        await type_keys(pilot, "escape")
+        await pilot.pause(0.05)
     raise AssertionError(f"stuck on {app.screen!r}")
 
 
