@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +41,7 @@ from relay_tui.widgets.style import palette
 CONFIG_EVENTS = {"config.reloaded": "information", "config.invalid": "error"}
 PLANNER_EVENTS = {"plan.rejected": "warning", "plan.failed": "error"}
 ERROR_TOAST_SECONDS = 15
+APPLIED_KEPT = 10_000
 
 
 class RelayApp(OperatorActions, App[None]):
@@ -73,7 +75,8 @@ class RelayApp(OperatorActions, App[None]):
         self.blink = blink
         self.snapshot: Snapshot | None = None
         self.state_styles: dict[str, str] = {}
-        self.apply_seconds: list[float] = []
+        self.applied: deque[tuple[float, int]] = deque(maxlen=APPLIED_KEPT)
+        """(CPU seconds of the UI thread, tasks changed) per recent snapshot: for bench/."""
         self.crash_report: Path | None = None
         self.crash_error: BaseException | None = None
         self.feed = FeedReader(
@@ -188,7 +191,7 @@ class RelayApp(OperatorActions, App[None]):
     # -- messages ---------------------------------------------------------------------
     @on(SnapshotLoaded)
     def _snapshot_loaded(self, message: SnapshotLoaded) -> None:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         snapshot = message.snapshot
         previous, self.snapshot = self.snapshot, snapshot
         try:
@@ -205,7 +208,7 @@ class RelayApp(OperatorActions, App[None]):
         for command in snapshot.command_outcomes:
             self._command_applied(command)
         self._notify_changes(previous, snapshot)
-        self.apply_seconds.append(time.perf_counter() - started)
+        self.applied.append((time.thread_time() - cpu, len(snapshot.changed_tasks)))
         self.call_after_refresh(lambda: self.feed.painted(time.perf_counter() - started))
 
     @on(TargetMoved)

@@ -31,6 +31,7 @@ from relay_engine.model import (
 )
 from relay_engine.store import Store
 from relay_tui.views import (
+    TASK_COLUMNS,
     AgentView,
     CommandView,
     EventView,
@@ -184,7 +185,8 @@ class Projection:
     def _reload_all(self, session: Session) -> dict[str, TaskView | None]:
         """Reload every task; returns the previous views (all of them)."""
         before: dict[str, TaskView | None] = dict(self._tasks)
-        self._tasks = {row.key: TaskView.from_row(row) for row in session.exec(select(Task))}
+        rows = session.exec(select(*TASK_COLUMNS))  # type: ignore[call-overload]
+        self._tasks = {row.key: TaskView.from_row(row) for row in rows}
         self._last_full = time.monotonic()
         return before
 
@@ -203,13 +205,14 @@ class Projection:
         if job_ids:
             for key in [k for k, t in self._tasks.items() if t.job_id in job_ids]:
                 before[key] = self._tasks.pop(key)
-            rows = session.exec(select(Task).where(col(Task.job_id).in_(job_ids)))
+            rows = session.exec(select(*TASK_COLUMNS).where(col(Task.job_id).in_(job_ids)))  # type: ignore[call-overload]
             for row in rows:
                 before.setdefault(row.key, None)
                 self._tasks[row.key] = TaskView.from_row(row)
         keys -= set(before)
         for chunk in _chunks(sorted(keys), 500):
-            found = {r.key: r for r in session.exec(select(Task).where(col(Task.key).in_(chunk)))}
+            query = select(*TASK_COLUMNS).where(col(Task.key).in_(chunk))  # type: ignore[call-overload]
+            found = {r.key: r for r in session.exec(query)}
             for key in chunk:
                 before[key] = self._tasks.get(key)
                 row = found.get(key)

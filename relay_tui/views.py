@@ -4,8 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from relay_engine.model import Task
+
+TEXT_KEPT = 1000
+"""Errors and results are clipped in views (the detail screen reads them whole): 50,000
+tasks with agent-sized texts must not fill the console's memory."""
+TASK_COLUMNS = tuple(
+    getattr(Task, name)
+    for name in (
+        "key", "job_id", "task_id", "title", "kind", "state", "role", "workstream", "agent",
+        "pinned_agent", "provider", "attempt", "max_attempts", "wave", "story_size",
+        "dependencies", "blocked_by", "waiting_on_provider", "not_before", "execution_id",
+        "error", "result_summary", "started_at", "finished_at", "created_at", "updated_at",
+    )
+)  # fmt: skip
+"""The columns a TaskView needs: no input, result data or sim script (prompts are large)."""
+
+
+def _clipped(text: str | None) -> str | None:
+    return text if text is None or len(text) <= TEXT_KEPT else text[: TEXT_KEPT - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +56,8 @@ class TaskView:
     updated_at: float
 
     @classmethod
-    def from_row(cls, row: Task) -> TaskView:
+    def from_row(cls, row: Any) -> TaskView:
+        """From a Task, or a row of :data:`TASK_COLUMNS` (what the projection selects)."""
         return cls(
             key=row.key,
             job_id=row.job_id,
@@ -58,8 +78,8 @@ class TaskView:
             waiting_on_provider=row.waiting_on_provider,
             not_before=row.not_before,
             execution_id=row.execution_id,
-            error=row.error,
-            result_summary=row.result_summary,
+            error=_clipped(row.error),
+            result_summary=_clipped(row.result_summary),
             started_at=row.started_at,
             finished_at=row.finished_at,
             created_at=row.created_at,

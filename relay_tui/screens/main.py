@@ -92,6 +92,8 @@ class MainScreen(Screen[None]):
         self.snapshot: Snapshot | None = None
         self.state_styles: Mapping[str, str] = {}
         self.task_query = ""
+        self._previews: dict[str, str] = {}
+        self._lines: dict[str, Text] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -212,9 +214,11 @@ class MainScreen(Screen[None]):
         preview = getattr(table, "preview", None)
         if not isinstance(table, LiveTable) or preview is None:
             return
-        self.query_one(f"#{name}-preview", Static).update(
-            Text(preview(table.cursor_key, self.snapshot))
-        )
+        text = preview(table.cursor_key, self.snapshot)
+        box = self.query_one(f"#{name}-preview", Static)
+        if self._previews.get(name) != text:  # a layout pass costs; skip it when unchanged
+            self._previews[name] = text
+            box.update(Text(text, overflow="ellipsis"), layout=False)  # fixed height
 
     def cycle_sort(self) -> str | None:
         table = self.active_table()
@@ -247,12 +251,18 @@ class MainScreen(Screen[None]):
         self.query_one(ProvidersTable).apply(snapshot, now, styles)
 
     def set_header(self, text: Text) -> None:
-        for header in self.query("#header").results(Static):
-            header.update(text)
+        self._set_line("#header", text)
 
     def set_status(self, text: Text) -> None:
-        for status in self.query("#status").results(Static):
-            status.update(text)
+        self._set_line("#status", text)
+
+    def _set_line(self, selector: str, text: Text) -> None:
+        """One-line bars never change size: repaint them only when their text changed."""
+        if self._lines.get(selector) == text:
+            return
+        self._lines[selector] = text
+        for line in self.query(selector).results(Static):
+            line.update(text, layout=False)
 
     # -- filter (tasks) and search (events) ---------------------------------------------
     @property

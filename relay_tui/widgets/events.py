@@ -38,8 +38,10 @@ class FollowLog(RichLog):
         self.following = True
 
     def add(self, lines: Iterable[Text | str]) -> None:
-        for line in lines:
-            self.write(line, scroll_end=self.following, animate=False)
+        """One write for the whole batch: RichLog renders (and wraps) per write, not per line."""
+        batch = [line if isinstance(line, Text) else Text(line) for line in lines]
+        if batch:
+            self.write(Text("\n").join(batch), scroll_end=self.following, animate=False)
 
     def action_follow(self) -> None:
         self.following = True

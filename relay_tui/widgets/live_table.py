@@ -196,13 +196,21 @@ class LiveTable(DataTable[Any]):
         self._require_update_dimensions = True
         self.refresh()
 
-    def _visible(self, key: str) -> bool:
-        try:
-            index = self.get_row_index(key)
-        except RowDoesNotExist:
-            return False
+    def _window(self) -> tuple[int, int]:
+        """Row indexes kept current: the viewport and a margin (read once per batch: the
+        widget's size walks the DOM, which costs at 5,000 rows)."""
         top = int(self.scroll_y) - OFFSCREEN_MARGIN
-        return top <= index <= top + self.size.height + 2 * OFFSCREEN_MARGIN
+        return top, top + self.size.height + 2 * OFFSCREEN_MARGIN
+
+    def _visible(self, key: str, window: tuple[int, int] | None = None) -> bool:
+        index = self._row_locations.get(RowKey(key)) if self._in_place else None
+        if index is None:
+            try:
+                index = self.get_row_index(key)
+            except RowDoesNotExist:
+                return False
+        top, bottom = window or self._window()
+        return top <= index <= bottom
 
     # -- rows -------------------------------------------------------------------------
     @property
@@ -217,19 +225,21 @@ class LiveTable(DataTable[Any]):
 
     def patch_lazily(self, rows: Iterable[LazyRow]) -> None:
         """Like ``patch``, but an off-screen row's values are only made once it is in view."""
+        window = self._window()
         for row_key, make in rows:
             if row_key not in self._cells:
                 continue
-            if self._visible(row_key):
-                self.patch([(row_key, make())])
+            if self._visible(row_key, window):
+                self.patch([(row_key, make())], window)
             else:
                 self._pending[row_key] = make
 
-    def patch(self, rows: Iterable[Row]) -> int:
+    def patch(self, rows: Iterable[Row], window: tuple[int, int] | None = None) -> int:
         """Update rows that exist; visible ones now, others when they scroll into view.
 
         Returns the number of cells written to the screen.
         """
+        window = window or self._window()
         written = 0
         for row_key, values in rows:
             old = self._cells.get(row_key)
@@ -240,7 +250,7 @@ class LiveTable(DataTable[Any]):
             if all(same(a, b) for a, b in zip(old, new, strict=True)):
                 continue
             self._cells[row_key] = new
-            if self._visible(row_key):
+            if self._visible(row_key, window):
                 written += self._write(row_key)
             else:
                 self._stale.add(row_key)
@@ -248,9 +258,10 @@ class LiveTable(DataTable[Any]):
 
     def flush_visible(self) -> None:
         """Write the rows that were patched off-screen and are now in view."""
-        for key in [k for k in self._pending if self._visible(k)]:
-            self.patch([(key, self._pending.pop(key)())])
-        for key in [k for k in self._stale if self._visible(k)]:
+        window = self._window()
+        for key in [k for k in self._pending if self._visible(k, window)]:
+            self.patch([(key, self._pending.pop(key)())], window)
+        for key in [k for k in self._stale if self._visible(k, window)]:
             self._write(key)
 
     def _write(self, row_key: str) -> int:

@@ -333,10 +333,10 @@ class ProvidersTable(LiveTable):
 
 class PlannerTable(LiveTable):
     COLUMNS = (
-        ("what", "Round / wave", 10),
+        ("what", "Round/wave", 10),
         ("status", "Status", 11),
-        ("progress", "Progress / objective", 14),
-        ("notes", "Trigger · guidance · gate", 8),
+        ("progress", "Progress", 14),
+        ("notes", "Trigger · guidance", 8),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"status": 1, "progress": 1, "notes": 3}
 
