@@ -288,7 +288,7 @@ class RelayApp(OperatorActions, App[None]):
             return f"attached · {Path(self.store.display_url().split('///')[-1]).name}"
         if self.engine is not None and not self.engine.running and self.engine.engine:
             return "embedded engine stopped"
-        return "demo · embedded engine" if self.demo else "embedded engine"
+        return "demo" if self.demo else "embedded"
 
     def update_status(self) -> None:
         if not self.screen_stack:

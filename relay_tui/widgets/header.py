@@ -32,7 +32,7 @@ def fleet_line(
         text.append(f"engine: none running — {waiting} waiting", style=styles.get("FAILED", ""))
     else:
         age = duration(fleet.heartbeat_age) if fleet.heartbeat_age is not None else "?"
-        text.append(f" · {plural(fleet.engines_alive, 'engine')} alive (heartbeat {age} ago)")
+        text.append(f" · {plural(fleet.engines_alive, 'engine')} alive (hb {age})")
     limited = sum(1 for p in snapshot.providers if p.status == "limited")
     slots = capacity * max(1, fleet.engines_alive)
     working = sum(1 for run in snapshot.runs if run.task_key)  # planners use no slot

@@ -104,3 +104,21 @@ async def type_keys(pilot: Pilot[None], *keys: str, gap: float = 0.01) -> None:
         assert app._driver is not None
         app._driver.send_message(event)
         await asyncio.sleep(gap)
+
+
+def finish_then_apply(url: str, key: str) -> None:
+    """Another process marks ``key`` succeeded, then an engine elsewhere applies the waiting
+    commands: a retry of that task is refused, as happens when the state moves first."""
+    from relay_engine import commands
+    from relay_engine.handlers import HANDLERS
+    from relay_engine.model import Task
+    from relay_engine.store import Store
+    from relay_tui.sample import NOW
+
+    store = Store(url)
+    with store.write() as session:
+        task = session.get(Task, key)
+        assert task is not None
+        task.state = "SUCCEEDED"
+    commands.apply_pending(store, "engine-elsewhere", NOW, HANDLERS)
+    store.dispose()

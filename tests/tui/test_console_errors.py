@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from console_helpers import attached_app, cursor_to, run_async, wait_loaded, wait_until
+from console_helpers import (
+    attached_app,
+    cursor_to,
+    finish_then_apply,
+    run_async,
+    wait_loaded,
+    wait_until,
+)
 
-from relay_engine import commands
-from relay_engine.handlers import HANDLERS
-from relay_engine.model import Task
 from relay_engine.store import Store, record_event
 from relay_tui import cli
 from relay_tui.app import RelayApp
@@ -38,13 +42,7 @@ async def test_a_refused_command_is_an_error_toast_with_the_full_reason(tmp_path
             "warning",
             "retry search/fixtures is waiting: no engine is running to apply it.",
         ) in toasts(app)
-        store = Store(url)
-        with store.write() as session:  # someone else finished it before an engine applied
-            task = session.get(Task, "search/fixtures")
-            assert task is not None
-            task.state = "SUCCEEDED"
-        commands.apply_pending(store, "another-engine", NOW, HANDLERS)
-        store.dispose()
+        finish_then_apply(url, "search/fixtures")
         reason = "retry refused: task search/fixtures is SUCCEEDED; only FAILED or CANCELLED retry"
         await wait_until(pilot, lambda: ("error", reason) in toasts(app))
         await wait_until(pilot, lambda: "0 commands waiting" in header(app))

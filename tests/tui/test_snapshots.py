@@ -11,15 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
-from console_helpers import cursor_to, settle, wait_loaded, wait_until
+from console_helpers import cursor_to, finish_then_apply, settle, wait_loaded, wait_until
 from textual.pilot import Pilot
 
-from relay_engine import commands
-from relay_engine.handlers import HANDLERS
-from relay_engine.model import Task
-from relay_engine.store import Store
 from relay_tui.app import RelayApp
-from relay_tui.sample import NOW
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 
@@ -93,13 +88,7 @@ def test_error_toast(snap_compare, sample_app: RelayApp) -> None:
         await wait_until(
             pilot, lambda: app.snapshot is not None and app.snapshot.fleet.commands_waiting == 1
         )
-        store = Store(app.store.url)
-        with store.write() as session:
-            task = session.get(Task, "search/fixtures")
-            assert task is not None
-            task.state = "SUCCEEDED"
-        commands.apply_pending(store, "engine-elsewhere", NOW, HANDLERS)
-        store.dispose()
+        finish_then_apply(app.store.url, "search/fixtures")
         app.clear_notifications()
         await wait_until(pilot, lambda: any(n.severity == "error" for n in app._notifications))
         await settle(pilot)
