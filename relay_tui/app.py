@@ -227,7 +227,8 @@ class RelayApp(OperatorActions, App[None]):
 
     def _tick(self) -> None:
         if self.snapshot is not None:
-            self.main_screen.tick(self.snapshot, self.clock(), self.state_styles)
+            with contextlib.suppress(NoMatches):  # quitting: the panes may be gone already
+                self.main_screen.tick(self.snapshot, self.clock(), self.state_styles)
 
     # -- notifications ----------------------------------------------------------------
     def _notify_changes(self, previous: Snapshot | None, snapshot: Snapshot) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,3 +59,15 @@ class OutputRead(Message):
     items: list[StreamItem] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
     restarted: bool = False
+
+
+@dataclass
+class DetailRead(Message):
+    """A worker finished reading for a screen: ``show`` paints it (on the UI thread).
+
+    Workers post this instead of ``call_from_thread``, which blocks the worker until the UI
+    runs the call: closing the screen meanwhile waits for the worker, and both would wait
+    for each other.
+    """
+
+    show: Callable[[], None]

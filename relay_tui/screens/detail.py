@@ -26,8 +26,9 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 from relay_engine.store import Store
 from relay_tui.details import TaskDetail, task_detail
 from relay_tui.gitview import Diff, task_diff
-from relay_tui.messages import OutputRead
+from relay_tui.messages import DetailRead, OutputRead
 from relay_tui.output import STDOUT_NAME, OutputFollower
+from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
 from relay_tui.stream import StreamItem
 from relay_tui.widgets.events import EventLog, FollowLog
@@ -61,7 +62,7 @@ def matches_words(text: str, query: str) -> bool:
     return all(word in lowered for word in query.lower().split())
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(ClosesOnce, Screen[None]):
     BINDINGS = [
         Binding("escape,backspace", "back", "Back", id="detail-close"),
         Binding("c", "app.cancel_task", "Cancel", id="cancel"),
@@ -129,16 +130,22 @@ class DetailScreen(Screen[None]):
     def action_back(self) -> None:
         if self.query_one("#output-query", Input).has_focus:
             self._close_search()
-        elif self.is_active:
-            self.dismiss()
+        else:
+            self.close_once()
 
     # -- facts ------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="detail")
     def reload(self) -> None:
         detail = task_detail(self.store, self.key)
-        self.app.call_from_thread(self._show, detail)
+        self.post_message(DetailRead(lambda: self._show(detail)))
+
+    @on(DetailRead)
+    def _detail_read(self, message: DetailRead) -> None:
+        message.show()
 
     def _show(self, detail: TaskDetail) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
         task = detail.task
         title = self.query_one("#detail-title", Static)
         if task is None:
@@ -279,9 +286,11 @@ class DetailScreen(Screen[None]):
     def load_diff(self) -> None:
         assert self._repo is not None
         diff = task_diff(*self._repo)
-        self.app.call_from_thread(self._show_diff, diff)
+        self.post_message(DetailRead(lambda: self._show_diff(diff)))
 
     def _show_diff(self, diff: Diff) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
         log = self.query_one("#diff", RichLog)
         log.clear()
         if diff.missing:

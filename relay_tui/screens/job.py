@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
@@ -20,6 +20,8 @@ from relay_engine.store import Store
 from relay_tui.details import JobDetail, job_detail
 from relay_tui.gitview import Diff, job_diff
 from relay_tui.graph import GraphNode, node_seconds, render_graph
+from relay_tui.messages import DetailRead
+from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
 from relay_tui.views import Snapshot
 from relay_tui.widgets.style import styled
@@ -41,7 +43,7 @@ def graph_nodes(tasks: list[Task], now: float) -> list[GraphNode]:
     ]
 
 
-class JobScreen(Screen[None]):
+class JobScreen(ClosesOnce, Screen[None]):
     BINDINGS = [
         Binding("escape,backspace", "back", "Back", id="job-close"),
         Binding("C", "app.cancel_job", "Cancel job", id="cancel-job"),
@@ -78,8 +80,7 @@ class JobScreen(Screen[None]):
         fit_footer(self.query_one(Footer), event.size.width)
 
     def action_back(self) -> None:
-        if self.is_active:
-            self.dismiss()
+        self.close_once()
 
     def concerns(self, snapshot: Snapshot) -> bool:
         """Whether a snapshot changed anything this screen shows."""
@@ -94,9 +95,15 @@ class JobScreen(Screen[None]):
         diff = job_diff(job.repo_path, job.id, job.base_branch) if job else Diff(missing="")
         now = getattr(self.app, "clock", time.time)()
         lines = render_graph(graph_nodes(detail.tasks, now), self.state_styles)
-        self.app.call_from_thread(self._show, detail, diff, lines)
+        self.post_message(DetailRead(lambda: self._show(detail, diff, lines)))
+
+    @on(DetailRead)
+    def _detail_read(self, message: DetailRead) -> None:
+        message.show()
 
     def _show(self, detail: JobDetail, diff: Diff, graph: list[Text]) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
         job = detail.job
         title = self.query_one("#job-title", Static)
         if job is None:

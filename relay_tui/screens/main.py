@@ -203,9 +203,9 @@ class MainScreen(Screen[None]):
             self.post_message(TargetMoved(self.target()))
 
     @on(DataTable.RowSelected)
-    async def _row_selected(self, event: DataTable.RowSelected) -> None:
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == self.active:
-            await self.app.run_action("open")
+            self.app.call_later(self.app.run_action, "open")
 
     def _update_preview(self, name: str | None) -> None:
         if name is None or self.snapshot is None:

@@ -1,8 +1,7 @@
 """Small modal dialogs: confirm, replan, agent picker.
 
-Every dialog answers through :meth:`Dialog.answer`, which dismisses exactly once: a second
-enter (or a click racing a key) reaches a dialog that is already closing, and must neither
-send its command again nor pop a screen that is not its own.
+Every dialog answers through :meth:`Dialog.answer`, which dismisses exactly once (see
+:mod:`relay_tui.screens.base`).
 """
 
 from __future__ import annotations
@@ -19,26 +18,23 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from relay_tui.screens.base import ClosesOnce
 from relay_tui.views import AgentView, ProviderView
 from relay_tui.widgets.style import clock_time
 
 T = TypeVar("T")
 
 
-class Dialog(ModalScreen[T], Generic[T]):
+class Dialog(ClosesOnce, ModalScreen[T], Generic[T]):
     """A modal that dismisses once; later answers are ignored."""
 
     def __init__(self, target: str) -> None:
         super().__init__(classes="dialog-screen")
         self.target = target
         """The row the dialog acts on, as the operator saw it when pressing the key."""
-        self.answered = False
 
     def answer(self, value: T | None) -> None:
-        if self.answered or not self.is_active:
-            return
-        self.answered = True
-        self.dismiss(value)
+        self.close_once(value)
 
 
 class ConfirmScreen(Dialog[bool]):

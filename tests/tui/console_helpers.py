@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Coroutine
@@ -75,9 +76,13 @@ async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
     assert isinstance(app, RelayApp)
     table = app.main_screen.query_one(f"#{pane}", LiveTable)
     await wait_until(pilot, lambda: key in table.row_keys)
-    if not table.has_focus:
-        await type_keys(pilot, str(1 + [name for name, _title in PANES].index(pane)))
-        await wait_until(pilot, lambda: table.has_focus)
+    number = str(1 + [name for name, _title in PANES].index(pane))
+    for _ in range(3):  # a filter box may hold the focus (and take the digit): escape first
+        if table.has_focus:
+            break
+        await type_keys(pilot, "escape", number)
+        await pilot.pause(0.1)
+    assert table.has_focus, f"{pane} did not take the focus ({app.screen.focused!r} has it)"
     for _ in range(2 * len(table.row_keys) + 2):
         if table.cursor_key == key:
             await pilot.pause()
@@ -86,8 +91,11 @@ async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
         rows = table.row_keys
         if key not in rows:
             break
-        await type_keys(pilot, "down" if rows.index(key) > before else "up")
-        await wait_until(pilot, lambda b=before: table.cursor_row != b or table.cursor_key == key)
+        for _attempt in range(3):  # a key sent while a screen closes goes to that screen
+            await type_keys(pilot, "down" if rows.index(key) > before else "up")
+            with contextlib.suppress(AssertionError):
+                await wait_until(pilot, lambda b=before: table.cursor_row != b, timeout=2.0)
+                break
     raise AssertionError(f"could not move the cursor of {pane} to {key}")
 
 

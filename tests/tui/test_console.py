@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_helpers import attached_app, cursor_to, run_async, wait_loaded, wait_until
+from console_helpers import attached_app, cursor_to, run_async, type_keys, wait_loaded, wait_until
 from sqlmodel import select
 from textual.command import CommandPalette
 from textual.pilot import Pilot
@@ -246,3 +246,19 @@ async def test_config_reload_and_invalid_config_show_toasts(sample_app: RelayApp
 
         await wait_until(pilot, lambda: len(toasts()) == 2)
     assert toasts() == {"config.reloaded": "information", "config.invalid": "error"}
+
+
+@run_async
+async def test_closing_a_screen_before_its_reads_finish_is_harmless(sample_app: RelayApp) -> None:
+    """enter then escape at once: the worker's answer arrives for a screen that is gone."""
+    async with sample_app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        for row in ("job:search", "search/schema", "job:billing", "search/docs"):
+            await cursor_to(pilot, row)
+            for _ in range(5):
+                await type_keys(pilot, "enter", "escape", gap=0.15)
+            await pilot.pause(0.5)
+            assert sample_app.return_code is None
+            if sample_app.screen is not sample_app.main_screen:  # the last enter won the race
+                await pilot.press("escape")
+            assert sample_app.screen is sample_app.main_screen

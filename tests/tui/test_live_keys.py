@@ -197,6 +197,7 @@ async def test_double_enter_in_every_dialog_sends_once_and_never_crashes(tmp_pat
             pilot, lambda: bool(app.snapshot and len(app.snapshot.runs) == 2), timeout=30
         )
         steps = (
+            (None, ("q", "enter", "enter"), None),  # quit asks (agents run): enter is No
             ("dd/run1", ("c", "y", "enter"), "cancel"),  # y answers; the enter lands on main
             ("dd/run2", ("c", "tab", "enter", "enter"), "cancel"),  # tab to Yes, enter enter
             ("dd/wait", ("a", "enter", "enter"), "pin"),
@@ -206,7 +207,8 @@ async def test_double_enter_in_every_dialog_sends_once_and_never_crashes(tmp_pat
         )
         for row, keys, kind in steps:
             await back_to_main(pilot, app)
-            await cursor_to(pilot, row)
+            if row is not None:
+                await cursor_to(pilot, row)
             before = kinds(app)
             await pilot.press(*keys)
             await pilot.pause(0.3)

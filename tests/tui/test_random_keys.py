@@ -37,7 +37,14 @@ async def open_screen(pilot: Pilot[None], app: RelayApp, kind: type[Screen[None]
     row = "churn/t00" if kind is DetailScreen else "job:churn"
     await cursor_to(pilot, row)
     await type_keys(pilot, "enter")
-    await wait_until(pilot, lambda: isinstance(app.screen, kind))
+    try:
+        await wait_until(pilot, lambda: isinstance(app.screen, kind))
+    except AssertionError:
+        main = app.main_screen
+        raise AssertionError(
+            f"seed {SEED}: enter on {row} left {app.screen!r}; focus {main.focused!r}, "
+            f"target {app.current_target()}, toasts {[n.message for n in app._notifications]}"
+        ) from None
 
 
 @run_async
@@ -57,7 +64,7 @@ async def test_500_random_keys_on_every_screen(tmp_path: Path) -> None:
             await pilot.resize_terminal(*size)
             await open_screen(pilot, app, kind)
             for _ in range(PRESSES // 25):
-                await type_keys(pilot, *(rng.choice(KEYS) for _ in range(25)))
+                await type_keys(pilot, *(rng.choice(KEYS) for _ in range(25)), gap=0.05)
                 await pilot.pause(0.05)
                 assert app.return_code is None, f"seed {SEED}: the console ended"
                 if not isinstance(app.screen, kind):
