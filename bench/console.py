@@ -1,8 +1,14 @@
-"""Console under load: 5,000 tasks, 500 task state changes per second for 10 seconds.
+"""Console under load: 5,000 tasks, 500 task state changes per second, and a 50,000-task run.
 
-Prints (1) the time the console takes to apply each batch against a baseline (the same cell
-updates applied to a bare DataTable) as a ratio, (2) p95 latency from a key press to the
-screen reflecting it (target <= 100 ms) and (3) peak RSS (target <= 300 MB).
+Prints, each against its target:
+(1) the UI thread's CPU time to apply a snapshot, per task changed, against a bare
+    DataTable applying the same changes (one ``update_cell`` per task), measured in the
+    same run: ratio, target <= 1.5x. CPU time of the UI thread, not wall time, so other
+    processes on a shared machine do not move the ratio;
+(2) p95 from a key press to the cursor having moved, while the changes stream in
+    (target <= 50 ms; wall time, so it is printed with the load average it was taken at);
+(3) peak RSS of a console showing 50,000 tasks while 500 change per second, in a process
+    of its own (target <= 400 MB).
 
 Run: .venv/bin/python bench/console.py [--seconds 10] [--tasks 5000] [--rate 500]
 """
@@ -11,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy import insert
 from sqlmodel import col, update
 from textual import events
 from textual.app import App, ComposeResult
@@ -34,6 +44,7 @@ from relay_tui.widgets.panes import JobsTable
 
 STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "PARKED")
 BATCHES_PER_SECOND = 10
+APPLY_TARGET, LATENCY_TARGET_MS, RSS_TARGET_MB = 1.5, 50.0, 400.0
 
 
 def seed(path: Path, tasks: int) -> str:
@@ -41,24 +52,34 @@ def seed(path: Path, tasks: int) -> str:
     store = Store(url)
     with store.write() as session:
         session.add(Job(id="bench", title="bench"))
-        session.add_all(
-            Task(
-                key=f"bench/t{i:05d}",
-                job_id="bench",
-                task_id=f"t{i:05d}",
-                title=f"task {i}",
-                wave=1 + i // 1000,
-                state="DRAFT",
-                created_at=float(i),
-            )
-            for i in range(tasks)
-        )
+    for start in range(0, tasks, 5000):  # core inserts in chunks: seeding must not set the RSS
+        rows = [
+            {
+                "key": f"bench/t{i:05d}",
+                "job_id": "bench",
+                "task_id": f"t{i:05d}",
+                "title": f"task {i}",
+                "input": "",
+                "wave": 1 + i // 1000,
+                "state": "DRAFT",
+                "dependencies": [],
+                "created_at": float(i),
+            }
+            for i in range(start, min(tasks, start + 5000))
+        ]
+        with store.write() as session:
+            session.execute(insert(Task), rows)
     store.dispose()
     return url
 
 
 def writer(
-    url: str, tasks: int, rate: int, seconds: float, nudge: threading.Event, done: threading.Event
+    url: str,
+    tasks: int,
+    rate: int,
+    seconds: float,
+    nudge: Callable[[], None],
+    done: threading.Event,
 ) -> None:
     """Change ``rate`` task states per second, with one event each (as the engine does)."""
     store = Store(url)
@@ -74,7 +95,7 @@ def writer(
                 Event(at=time.time(), job_id="bench", task_key=k, kind=f"task.{state.lower()}")
                 for k in keys
             )
-        nudge.set()
+        nudge()
         batch += 1
         time.sleep(max(0.0, start + batch / BATCHES_PER_SECOND - time.monotonic()))
     store.dispose()
@@ -87,9 +108,10 @@ class Baseline(App[None]):
 
 
 async def baseline(tasks: int, rate: int, seconds: float) -> list[float]:
+    """CPU seconds per task changed, for a bare DataTable given the same changes."""
     app = Baseline()
     per_batch = rate // BATCHES_PER_SECOND
-    times: list[float] = []
+    per_task: list[float] = []
     async with app.run_test(size=(160, 48)) as pilot:
         table = app.query_one(DataTable)
         for key in ("task", "state", "agent", "try", "info"):
@@ -99,47 +121,66 @@ async def baseline(tasks: int, rate: int, seconds: float) -> list[float]:
         await pilot.pause()
         for batch in range(int(seconds * BATCHES_PER_SECOND)):
             state = STATES[batch % len(STATES)].lower()
-            started = time.perf_counter()
+            started = time.thread_time()
             for i in range(per_batch):
                 table.update_cell(f"bench/t{(batch * per_batch + i) % tasks:05d}", "state", state)
-            times.append(time.perf_counter() - started)
+            per_task.append((time.thread_time() - started) / per_batch)
             await pilot.pause(1 / BATCHES_PER_SECOND)
-    return times
+    return per_task
 
 
 async def console(
-    url: str, path: Path, args: argparse.Namespace
+    url: str, path: Path, args: argparse.Namespace, *, press_keys: bool = True
 ) -> tuple[list[float], list[float]]:
+    """CPU seconds per task changed for each snapshot, and key-press latencies."""
     app = RelayApp(path, db_url=url, config=default_config(), poll_interval=0.05)
     latencies: list[float] = []
     async with app.run_test(size=(160, 48)) as pilot:
         while app.snapshot is None:
             await pilot.pause(0.05)
+        await pilot.pause(0.5)
         table = app.main_screen.query_one(JobsTable)
-        loaded = len(app.apply_seconds)
+        loaded = len(app.applied)
         done = threading.Event()
         thread = threading.Thread(
-            target=writer, args=(url, args.tasks, args.rate, args.seconds, app._nudge, done)
+            target=writer, args=(url, args.tasks, args.rate, args.seconds, app.feed.nudge, done)
         )
         thread.start()
         while not done.is_set():
-            before = table.cursor_row
-            started = time.perf_counter()
-            app.post_message(events.Key("down", None))  # as the terminal driver does
-            while table.cursor_row == before:
-                await asyncio.sleep(0.001)
-            frames = app.screen._compositor  # noqa: F841 - rendering follows in the same idle
-            await asyncio.sleep(0)
-            latencies.append(time.perf_counter() - started)
+            if press_keys:
+                latencies.append(await key_latency(app, table))
             await asyncio.sleep(0.2)
         thread.join()
         await pilot.pause(0.5)
-        applies = app.apply_seconds[loaded:]
-    return applies, latencies
+        applied = list(app.applied)[loaded:]
+    return [cpu / changed for cpu, changed in applied if changed], latencies
+
+
+async def key_latency(app: RelayApp, table: JobsTable) -> float:
+    """Seconds from a key reaching the app (as the terminal driver posts it) to the move."""
+    before = table.cursor_row
+    started = time.perf_counter()
+    app.post_message(events.Key("down", None))
+    while table.cursor_row == before:
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - started
 
 
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[18] if len(values) >= 20 else max(values)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def big_run(args: argparse.Namespace) -> None:
+    """In a process of its own: a console over ``--tasks`` tasks; prints its peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        url = seed(path, args.tasks)
+        asyncio.run(console(url, path, args, press_keys=False))
+    print(f"{peak_rss_mb():.0f}")
 
 
 def main() -> None:
@@ -147,24 +188,37 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--rate", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--big", type=int, default=50_000, help="tasks in the RSS run")
+    parser.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_only:
+        big_run(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
         url = seed(path, args.tasks)
         base = asyncio.run(baseline(args.tasks, args.rate, args.seconds))
         applies, latencies = asyncio.run(console(url, path, args))
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    base_ms, apply_ms = statistics.median(base) * 1000, statistics.median(applies) * 1000
+    load = os.getloadavg()[0]
+    base_us, apply_us = statistics.median(base) * 1e6, statistics.median(applies) * 1e6
+    ratio = apply_us / base_us
     print(f"tasks {args.tasks}, {args.rate} state changes/s for {args.seconds:.0f} s")
     print(
-        f"batch apply: console median {apply_ms:.2f} ms over {len(applies)} snapshots "
-        f"(p95 {p95(applies) * 1000:.2f} ms); bare DataTable median {base_ms:.2f} ms "
-        f"-> ratio {apply_ms / base_ms:.1f}x"
+        f"batch apply (UI thread CPU per task changed): console median {apply_us:.1f} us over "
+        f"{len(applies)} snapshots, bare DataTable {base_us:.1f} us -> ratio {ratio:.2f}x "
+        f"(target <= {APPLY_TARGET}x)"
     )
     print(
-        f"key press -> screen: p95 {p95(latencies) * 1000:.1f} ms over {len(latencies)} presses (target <= 100 ms)"
+        f"key press -> screen: p95 {p95(latencies) * 1000:.1f} ms, median "
+        f"{statistics.median(latencies) * 1000:.1f} ms over {len(latencies)} presses "
+        f"(target <= {LATENCY_TARGET_MS:.0f} ms; load average {load:.1f} on {os.cpu_count()} cores)"
     )
-    print(f"peak RSS: {rss_mb:.0f} MB (target <= 300 MB)")
+    command = [sys.executable, __file__, "--rss-only", "--tasks", str(args.big)]
+    command += ["--rate", str(args.rate), "--seconds", str(min(args.seconds, 10.0))]
+    rss = float(
+        subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()[-1]
+    )
+    print(f"peak RSS with {args.big} tasks: {rss:.0f} MB (target <= {RSS_TARGET_MB:.0f} MB)")
 
 
 if __name__ == "__main__":

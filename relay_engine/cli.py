@@ -99,8 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine = Engine(_workspace(args), store=_store(args))
     stop = threading.Event()
 
+    interrupted = threading.Event()
+
     def _interrupt(signum: int, _frame: FrameType | None) -> None:
         err.print("[yellow]stopping: running agents are released back to the queue[/]")
+        interrupted.set()
         stop.set()
         engine.wake()
 
@@ -114,6 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         follower.join(timeout=2)
     if args.until_idle:
         _print_status(engine.store, None)
+    if interrupted.is_set():
+        return 0  # stopping on request, with the work released, is a clean exit
     return 0 if ok else 1
 
 

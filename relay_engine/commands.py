@@ -80,29 +80,42 @@ def retry_task(session: Session, payload: dict, now: float) -> str:
     )
     target = TaskState.QUEUED if ready else TaskState.DRAFT
     max_attempts = max(task.max_attempts, task.attempt + 1)
+    why = str(payload.get("reason") or "by operator")
     move_task(
         session,
         task,
         target,
         now=now,
         kind="task.retried",
-        message=f"{task.key} retried by operator (attempt {task.attempt + 1} of {max_attempts})",
+        message=f"{task.key} retried {why} (attempt {task.attempt + 1} of {max_attempts})",
         max_attempts=max_attempts,
         error=None,
         blocked_by=None,
         finished_at=None,
     )
-    _unblock_dependents(session, task)
+    _unblock_dependents(session, task, now)
     _reactivate_job(session, task.job_id, now)
     return f"retried {task.key}"
 
 
-def _unblock_dependents(session: Session, task: Task) -> None:
-    session.exec(
-        update(Task)
-        .where(col(Task.job_id) == task.job_id, col(Task.blocked_by) == task.task_id)
-        .values(blocked_by=None)
+def _unblock_dependents(session: Session, task: Task, now: float) -> None:
+    """Tasks blocked by ``task`` wait for it again; each says so in the change feed, which
+    is how consoles (reading only the rows events name) see them unblocked at once."""
+    blocked = session.exec(
+        select(Task).where(col(Task.job_id) == task.job_id, col(Task.blocked_by) == task.task_id)
     )
+    for dependent in blocked:
+        dependent.blocked_by = None
+        dependent.updated_at = now
+        session.add(dependent)
+        record_event(
+            session,
+            "task.unblocked",
+            f"{dependent.key} unblocked: {task.task_id} was retried",
+            now=now,
+            job_id=dependent.job_id,
+            task_key=dependent.key,
+        )
 
 
 def _reactivate_job(session: Session, job_id: str, now: float) -> None:

@@ -173,8 +173,8 @@ def _parse_next_tasks(raws: Any) -> tuple[list[TaskDef], list[int], list[Problem
 
 
 def _status_problems(result: PlannerResult, task_count: int) -> list[Problem]:
-    if result.objective_status == "in_progress" and task_count == 0:
-        return [Problem("next_tasks", "in_progress but no next_tasks")]
+    if result.objective_status == "in_progress" and task_count == 0 and not result.unblocks:
+        return [Problem("next_tasks", "in_progress but no next_tasks and nothing in unblocks")]
     if result.objective_status == "satisfied" and task_count > 0:
         message = "objective is 'satisfied' but next_tasks is not empty; choose one"
         return [Problem("objective_status", message)]
@@ -392,7 +392,9 @@ def _planner_contract(roles: Collection[str]) -> str:
         "- Optional per task: `priority` (`P0` most urgent .. `P3`), `workstream`, "
         "`kind` (`work`, `review`, `assess`, `merge_prep`, `troubleshoot`), `max_attempts` "
         "(1-20), `timeout` (seconds). Do not add other task fields.",
-        "- `unblocks`: ids of existing tasks that your plan unblocks; usually empty.",
+        "- `unblocks`: ids of existing FAILED or CANCELLED tasks to run again as they are "
+        "(for instance tasks this round superseded); `in_progress` with only `unblocks` and "
+        "no `next_tasks` is fine. Usually empty.",
     ]
     return "\n".join(
         [
@@ -411,6 +413,16 @@ def _planner_contract(roles: Collection[str]) -> str:
     )
 
 
+HANDED_OVER = (
+    "## A job written by hand\n\n"
+    "The operator wrote this job as a list of tasks and has now handed it to you; no planner "
+    "has judged it before, so there is no objective status yet. Tasks below that are CANCELLED "
+    "with the error 'superseded by plan N' had not started: list the ids of those still "
+    "worth doing in `unblocks` to run them as they are, and add `next_tasks` only for new "
+    "work. Answer `satisfied` only if the finished tasks already meet the objective."
+)
+
+
 def planner_prompt(
     *,
     objective: str,
@@ -421,8 +433,13 @@ def planner_prompt(
     previous_assessment: str | None,
     rejection: str | None,
     roles: Collection[str],
+    handed_over: bool = False,
 ) -> str:
-    """The whole planner prompt; a retry carries the rejection so the model can fix it."""
+    """The whole planner prompt; a retry carries the rejection so the model can fix it.
+
+    ``handed_over``: the job was written by hand as a list of tasks and this is its first
+    planner round, so there is no earlier objective status to build on.
+    """
     sections = [
         "# Relay planner",
         "You plan the next tasks of an autonomous job. Coding agents carry out each task in "
@@ -431,6 +448,8 @@ def planner_prompt(
         f"## Objective\n\n{objective.strip()}",
         f"## Planning round {round}\n\nTrigger: {trigger}",
     ]
+    if handed_over:
+        sections.append(HANDED_OVER)
     if guidance and guidance.strip():
         sections.append(f"## Operator guidance\n\n{guidance.strip()}")
     sections.append(f"## Tasks so far\n\n{task_section(tasks)}")

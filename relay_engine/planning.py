@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select, update
 
-from relay_engine.commands import cancel_task
+from relay_engine.commands import cancel_task, retry_task
 from relay_engine.jobs import add_tasks
 from relay_engine.model import Execution, Job, Plan, Task
 from relay_engine.planner import (
@@ -185,6 +185,7 @@ def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
         )
         return
     add_tasks(session, job.id, job.priority, list(outcome.create), now=now, plan_id=plan.id)
+    run_again(session, job, plan, result.unblocks, now)
     plan.children_stored = True
     plan.generated_task_ids = [t.id for t in result.next_tasks]
     plan.updated_at = now
@@ -353,16 +354,33 @@ def task_summaries(session: Session, job_id: str) -> list[TaskSummary]:
 
 
 def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence[str]) -> str:
+    tasks = task_summaries(session, job.id)
+    judged = session.exec(
+        select(Plan.id).where(Plan.job_id == job.id, col(Plan.objective_status).is_not(None))
+    ).first()
     return planner_prompt(
-        objective=job.objective,
+        objective=job.objective.strip()
+        or f"Finish the job “{job.title or job.id}”: the tasks listed below.",
         round=plan.round,
         trigger=plan.trigger,
         guidance=plan.guidance,
-        tasks=task_summaries(session, job.id),
+        tasks=tasks,
         previous_assessment=plan.assessment,
         rejection=plan.rejection,
         roles=roles,
+        handed_over=judged is None and bool(tasks),
     )
+
+
+def run_again(session: Session, job: Job, plan: Plan, task_ids: Sequence[str], now: float) -> int:
+    """The plan's ``unblocks``: its FAILED or CANCELLED tasks are queued again as they are."""
+    again = 0
+    for task in job_tasks(session, job.id, [TaskState.FAILED, TaskState.CANCELLED]):
+        if task.task_id in task_ids:
+            reason = f"by planner round {plan.round}"
+            retry_task(session, {"task": task.key, "reason": reason}, now)
+            again += 1
+    return again
 
 
 def gated_keys(session: Session) -> frozenset[str]:

@@ -48,6 +48,8 @@ id = "search"
 title = "Ship full-text search"
 objective = "Index the documents and serve search results through the API and the UI."
 priority = "P1"
+# Its planner, should the operator replan it (p): run again what the replan superseded.
+sim = { duration = 2.0, lines = 4, results_by_round = { "1" = { objective_status = "in_progress", assessment = "The hand-written plan holds; running the superseded tasks again.", unblocks = ["api", "ranking-tests", "e2e", "ui", "review"] }, "2" = { objective_status = "satisfied", assessment = "Search ships: index, API, UI and tests are in." } } }
 
 [[tasks]]
 id = "schema"

@@ -1,56 +1,73 @@
-"""Messages between the console's workers, widgets and screens (named for what happened)."""
+"""Messages between the console's threads, widgets and screens, named for what happened."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from textual.message import Message
 
-from relay_tui.data import Snapshot
+from relay_tui.stream import StreamItem
+from relay_tui.target import Target
+from relay_tui.views import Snapshot
 
 
+@dataclass
 class SnapshotLoaded(Message):
-    """The projection read the database; ``snapshot`` is immutable."""
+    """The reader thread read the database; ``snapshot`` is immutable."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
+    snapshot: Snapshot
 
 
-class TaskSelected(Message):
-    """The operator moved the cursor onto a task (``key``) or a job/wave header (key None)."""
+@dataclass
+class TargetMoved(Message):
+    """The cursor of the focused pane moved, or another pane took the focus."""
 
-    def __init__(self, key: str | None, job_id: str | None) -> None:
-        super().__init__()
-        self.key = key
-        self.job_id = job_id
+    target: Target
 
 
-class CommandSent(Message):
-    """An operator command reached the engine's inbox (``error`` says why not)."""
+@dataclass
+class CommandQueued(Message):
+    """An operator command was stored for the engines (``error`` says why it was not)."""
 
-    def __init__(
-        self, kind: str, payload: dict[str, Any], command_id: int | None, error: str | None = None
-    ) -> None:
-        super().__init__()
-        self.kind = kind
-        self.payload = payload
-        self.command_id = command_id
-        self.error = error
+    kind: str
+    payload: dict[str, Any]
+    command_id: int | None
+    error: str | None = None
 
 
+@dataclass
 class EngineStopped(Message):
-    """The embedded engine's loop returned (or could not run: ``error``)."""
+    """The embedded engine's loop ended (``error`` says why, when it was not asked to)."""
 
-    def __init__(self, error: str | None = None) -> None:
-        super().__init__()
-        self.error = error
+    error: str | None = None
 
 
-class OutputTailed(Message):
-    """The current lines at the end of an execution's stdout artifact."""
+@dataclass
+class FeedFailed(Message):
+    """Reading the database failed; the reader retries."""
 
-    def __init__(self, execution_id: str, lines: list[str]) -> None:
-        super().__init__()
-        self.execution_id = execution_id
-        self.lines = lines
+    error: str
+
+
+@dataclass
+class OutputRead(Message):
+    """New output of an execution: ``items`` parsed, ``raw`` as written (appended, not all)."""
+
+    execution_id: str
+    items: list[StreamItem] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+    restarted: bool = False
+
+
+@dataclass
+class DetailRead(Message):
+    """A worker finished reading for a screen: ``show`` paints it (on the UI thread).
+
+    Workers post this instead of ``call_from_thread``, which blocks the worker until the UI
+    runs the call: closing the screen meanwhile waits for the worker, and both would wait
+    for each other.
+    """
+
+    show: Callable[[], None]

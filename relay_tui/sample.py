@@ -21,6 +21,7 @@ from relay_engine.model import (
     Task,
 )
 from relay_engine.store import Store
+from relay_tui.sample_repo import codex_lines, write_sample_repo
 
 NOW = 1_767_258_000.0  # 2026-01-01 09:00:00 UTC
 
@@ -286,7 +287,15 @@ def write_sample(path: Path) -> str:
     artifacts = path / "artifacts"
     store = Store(url)
     with store.write() as session:
-        session.add(Job(id="search", title="Ship full-text search", created_at=NOW - 3600))
+        session.add(
+            Job(
+                id="search",
+                title="Ship full-text search",
+                objective="Index the documents and serve search results.",
+                repo_path=str(path / "repo"),
+                created_at=NOW - 3600,
+            )
+        )
         session.add(
             Job(
                 id="billing",
@@ -301,9 +310,12 @@ def write_sample(path: Path) -> str:
         session.add_all(_executions(artifacts))
         session.add_all(_fleet_rows())
     store.dispose()
-    for eid in ("ex-docs-1", "ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
+    for eid in ("ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
         (artifacts / eid).mkdir(parents=True, exist_ok=True)
         (artifacts / eid / "stdout.txt").write_text(DOCS_STDOUT + "\n", encoding="utf-8")
+    (artifacts / "ex-docs-1").mkdir(parents=True, exist_ok=True)
+    (artifacts / "ex-docs-1" / "stdout.txt").write_text(codex_lines(), encoding="utf-8")
+    write_sample_repo(path / "repo", "search", "schema")
     return url
 
 

@@ -18,43 +18,27 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from console_helpers import attached_app, settle, wait_loaded, wait_until  # noqa: E402
+from console_helpers import attached_app  # noqa: E402
+from test_snapshots import pressing  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 
 from relay_tui.sample import write_empty, write_sample  # noqa: E402
-from relay_tui.screens.detail import DetailScreen  # noqa: E402
-from relay_tui.widgets.panes import JobsTable  # noqa: E402
 
 Step = Callable[[Pilot[None]], Awaitable[None]]
 
-
-def pressing(*keys: str, select: str | None = None) -> Step:
-    async def steps(pilot: Pilot[None]) -> None:
-        await wait_loaded(pilot)
-        if select:
-            pilot.app.screen.query_one(JobsTable).select_key(select)
-            await pilot.pause()
-        await pilot.press(*keys)
-        if "enter" in keys:
-            await wait_until(pilot, lambda: isinstance(pilot.app.screen, DetailScreen))
-            screen = pilot.app.screen
-            assert isinstance(screen, DetailScreen)
-            await wait_until(pilot, lambda: screen.loaded.is_set() and screen.tail_ready.is_set())
-        await settle(pilot)
-
-    return steps
-
-
 SHOTS: dict[str, tuple[tuple[int, int], Step, bool]] = {
-    "console-160x48": ((160, 48), pressing(), True),
-    "console-80x24": ((80, 24), pressing(), True),
-    "planner": ((80, 24), pressing("tab", "tab", "tab"), True),
-    "detail": ((120, 36), pressing("enter", select="search/docs"), True),
+    "console-160x48": ((160, 48), pressing(row="search/docs"), True),
+    "console-120x36": ((120, 36), pressing(row="search/docs"), True),
+    "console-80x24": ((80, 24), pressing(row="search/docs"), True),
+    "detail": ((120, 36), pressing("enter", row="search/docs"), True),
+    "diff": ((120, 36), pressing("enter", "d", row="search/schema"), True),
+    "job": ((120, 36), pressing("enter", row="job:search"), True),
+    "planner": ((80, 24), pressing("4", "down"), True),
+    "replan": ((80, 24), pressing("p", *"split by region", row="search/api"), True),
+    "cancel": ((80, 24), pressing("c", row="search/docs"), True),
+    "pin": ((80, 24), pressing("a", row="search/api"), True),
+    "approve": ((80, 24), pressing("g", row="billing/reports"), True),
     "help": ((100, 36), pressing("question_mark"), True),
-    "cancel": ((80, 24), pressing("c", select="search/docs"), True),
-    "replan": ((80, 24), pressing("p", *"split by region", select="billing/reports"), True),
-    "pin": ((80, 24), pressing("a", select="search/api"), True),
-    "approve": ((80, 24), pressing("g", select="billing/reports"), True),
     "filter": ((100, 30), pressing("slash", *"failed"), True),
     "empty": ((100, 30), pressing(), False),
 }
@@ -74,6 +58,9 @@ async def shoot(name: str, size: tuple[int, int], steps: Step, sample: bool, out
 def main() -> None:
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
+    for stale in out.glob("*.svg"):
+        if stale.stem not in SHOTS:
+            stale.unlink()
     for name, (size, steps, sample) in SHOTS.items():
         asyncio.run(shoot(name, size, steps, sample, out))
         print(f"screenshots/{name}.svg")

@@ -139,6 +139,17 @@ def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> 
         {"fail/flaky": 1, "fail/broken": 1}
     )
 
+    # Retrying the blocker unblocks its dependents, each with an event of its own, so a
+    # console that reloads only the rows events name shows them unblocked at once.
+    from relay_engine import commands
+
+    store.enqueue_command("retry", {"task": "fail/broken"})
+    commands.apply_pending(store, "test", now=1.0)
+    unblocked = sorted(e.task_key for e in events(store, "task.unblocked"))
+    assert unblocked == ["fail/after-after", "fail/after-broken"]
+    state = {t["id"]: t for t in workspace.status()["tasks"]}
+    assert state["after-broken"]["blocked_by"] is None
+
 
 def test_cancel_kills_the_whole_process_group_and_retry_runs_it_again(
     workspace: Workspace, tmp_path: Path

@@ -398,3 +398,38 @@ def test_live_engine_renews_its_planner_lease(workspace: Workspace) -> None:
             timeout=2.5,
             what="the planner's lease to be renewed while it runs",
         )
+
+
+def test_replanning_a_manual_job_hands_it_to_the_planner_which_can_rerun_superseded_tasks(
+    workspace: Workspace,
+) -> None:
+    """A manual job has tasks but no objective status: the planner is told so, may list
+    the tasks the replan superseded in ``unblocks`` to run them again, and the job ends."""
+    rounds = {
+        "1": {"objective_status": "in_progress", "assessment": "rerun b", "unblocks": ["b"]},
+        "2": plan_of(status="satisfied"),
+    }
+    planner = {"duration": 0.1, "lines": 1, "results_by_round": rounds}
+    given = [
+        {"id": "a", "title": "do a", "sim": sim(1.5)},
+        {"id": "b", "title": "do b", "depends_on": ["a"], "sim": sim(0.1)},
+    ]
+    workspace.submit(job_toml("hand", given, title="Handmade", sim=planner))
+    store = workspace.store()
+    engine = workspace.engine()
+    with running_engine(engine):
+        wait_for(lambda: task_state(store, "hand/a") == "RUNNING", what="a running")
+        engine.submit_command("replan", {"job": "hand", "guidance": "keep b"})
+        wait_for(lambda: job_state(store, "hand") != "ACTIVE", timeout=30, what="job done")
+
+    assert job_state(store, "hand") == "SUCCEEDED"
+    final = {k: t.state for k, t in tasks(store).items()}
+    assert final == {"hand/a": "SUCCEEDED", "hand/b": "SUCCEEDED"}
+    assert [e.message for e in events(store, "task.cancelled")] == [
+        "hand/b cancelled: superseded by plan 1"
+    ]
+    assert any("by planner round 1" in e.message for e in events(store, "task.retried"))
+    first = plans(store, "hand")[0]
+    prompt = prompt_of(planner_runs(store, first.id)[0])
+    assert "A job written by hand" in prompt
+    assert "Finish the job “Handmade”" in prompt

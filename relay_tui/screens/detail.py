@@ -1,93 +1,122 @@
-"""One task in full: input, result, error, executions, live output tail and its events."""
+"""One task in full: facts, executions, its worktree; its output, diff and events in tabs.
+
+The output follows the live execution (only appended bytes are read) and stays at the end
+unless the operator scrolls up. It shows the agent's parsed stream (messages, tool calls,
+file changes, errors); ``v`` shows the raw lines instead.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import watchfiles
+from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
-from textual.worker import get_current_worker
+from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
 from relay_engine.store import Store
-from relay_tui.data import task_detail
-from relay_tui.messages import OutputTailed
+from relay_tui.details import TaskDetail, task_detail
+from relay_tui.gitview import Diff, task_diff
+from relay_tui.messages import DetailRead, OutputRead
+from relay_tui.output import STDOUT_NAME, OutputFollower
+from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
-from relay_tui.widgets.panes import EventLog
+from relay_tui.stream import StreamItem
+from relay_tui.widgets.events import EventLog, FollowLog
 from relay_tui.widgets.style import clock_time, styled
 
-NARROW_WIDTH = 120  # below this the facts and the live output stack
-STDOUT_NAME = "stdout.txt"
-TAIL_BYTES = 16_384
-TAIL_LINES = 200
+NARROW_WIDTH = 120  # below this the facts and the tabs stack
+KEPT_LINES = 20_000
+ITEM_STYLES = {
+    "message": ("", ""),
+    "thinking": ("… ", "dim italic"),
+    "tool": ("⚙ ", "cyan"),
+    "file": ("✎ ", "green"),
+    "error": ("✘ ", "bold red"),
+    "result": ("✔ ", "bold"),
+    "session": ("· ", "dim"),
+    "text": ("", ""),
+}
 
 
-def read_tail(path: Path) -> list[str]:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - TAIL_BYTES))
-            data = handle.read()
-    except OSError:
-        return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > TAIL_BYTES and lines:
-        lines = lines[1:]
-    return lines[-TAIL_LINES:]
+def item_line(item: StreamItem) -> Text:
+    prefix, style = ITEM_STYLES.get(item.kind, ("", ""))
+    text = Text(end="")
+    if prefix:
+        text.append(prefix, style=style or "")
+    text.append(item.text, style=style if item.kind != "message" else "")
+    return text
 
 
-class DetailScreen(Screen[None]):
+def matches_words(text: str, query: str) -> bool:
+    lowered = text.lower()
+    return all(word in lowered for word in query.lower().split())
+
+
+class DetailScreen(ClosesOnce, Screen[None]):
     BINDINGS = [
-        Binding("escape,backspace", "app.pop_screen", "Back", id="detail-close"),
+        Binding("escape,backspace", "back", "Back", id="detail-close"),
         Binding("c", "app.cancel_task", "Cancel", id="cancel"),
         Binding("r", "app.retry_task", "Retry", id="retry"),
         Binding("a", "app.pin", "Pin agent", id="pin"),
+        Binding("o", "show_tab('output')", "Output", id="detail-output"),
+        Binding("d", "show_tab('diff')", "Diff", id="detail-diff"),
+        Binding("e", "show_tab('events')", "Events", id="detail-events"),
+        Binding("v", "toggle_raw", "Raw/parsed", id="output-raw"),
+        Binding("w", "toggle_wrap", "Wrap", id="output-wrap"),
+        Binding("slash", "search", "Search", id="output-search", key_display="/"),
     ]
 
-    def __init__(self, store: Store, key: str, styles: dict[str, str]) -> None:
+    def __init__(self, store: Store, key: str, styles: Mapping[str, str]) -> None:
         super().__init__()
         self.store = store
         self.key = key
         self.state_styles = styles
         self.loaded = threading.Event()
         self.tail_ready = threading.Event()
-        self._tail_source: str | None = None
-        self._tail_stop = threading.Event()
+        self.diff_ready = threading.Event()
+        self.raw = False
+        self.query_text = ""
+        self.items: deque[StreamItem] = deque(maxlen=KEPT_LINES)
+        self.raw_lines: deque[str] = deque(maxlen=KEPT_LINES)
+        self.follower: OutputFollower | None = None
+        self._execution: str | None = None
+        self._repo: tuple[str | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
         with Horizontal(id="detail-body"):
             with VerticalScroll(id="detail-facts"):
                 yield Static(id="detail-summary")
-                yield Static("Input", classes="section")
-                yield Static(id="detail-input")
-                yield Static("Result", classes="section")
-                yield Static(id="detail-result")
-                yield Static("Error", classes="section")
-                yield Static(id="detail-error")
+                for section in ("Input", "Result", "Error", "Worktree"):
+                    yield Static(section, classes="section")
+                    yield Static(id=f"detail-{section.lower()}")
                 yield Static("Executions", classes="section")
-                table: DataTable[Any] = DataTable(id="executions", cursor_type="none")
-                yield table
-            with Vertical(id="detail-live"):
-                yield Log(id="tail", max_lines=TAIL_LINES)
-                yield EventLog(id="task-events")
+                yield DataTable(id="executions", cursor_type="none")
+            with TabbedContent(id="detail-tabs", initial="output-tab"):
+                with TabPane("Output", id="output-tab"):
+                    yield FollowLog(id="output", wrap=True, max_lines=KEPT_LINES)
+                with TabPane("Diff", id="diff-tab"):
+                    yield RichLog(id="diff", wrap=False, markup=False, auto_scroll=False)
+                with TabPane("Events", id="events-tab"):
+                    yield EventLog(id="task-events")
+        yield Input(id="output-query", placeholder="search the output: every word must match")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#tail").border_title = "Output (live)"
-        self.query_one("#task-events").border_title = "Events"
         self.query_one("#executions", DataTable).add_columns(
-            "Run", "Agent", "Try", "Started", "Ended", "Outcome"
+            "Run", "Agent", "Try", "Started", "Outcome"
         )
+        self.query_one("#output", FollowLog).focus()
         self.reload()
 
     def on_resize(self, event: Resize) -> None:
@@ -95,89 +124,197 @@ class DetailScreen(Screen[None]):
         fit_footer(self.query_one(Footer), event.size.width)
 
     def on_unmount(self) -> None:
-        self._tail_stop.set()
+        if self.follower is not None:
+            self.follower.stop.set()
 
+    def action_back(self) -> None:
+        if self.query_one("#output-query", Input).has_focus:
+            self._close_search()
+        else:
+            self.close_once()
+
+    # -- facts ------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="detail")
     def reload(self) -> None:
         detail = task_detail(self.store, self.key)
-        self.app.call_from_thread(self._show, detail)
+        self.post_message(DetailRead(lambda: self._show(detail)))
 
-    def _show(self, detail: dict[str, Any]) -> None:
-        task = detail["task"]
+    @on(DetailRead)
+    def _detail_read(self, message: DetailRead) -> None:
+        message.show()
+
+    def _show(self, detail: TaskDetail) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
+        task = detail.task
         title = self.query_one("#detail-title", Static)
         if task is None:
-            title.update(f"{self.key}: no such task")
+            title.update(Text(f"{self.key}: no such task"))
             self.loaded.set()
+            self.tail_ready.set()
             return
         title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title or ""))
         self.query_one("#detail-summary", Static).update(summary(task, self.state_styles))
         self.query_one("#detail-input", Static).update(Text(task.input or "—"))
         self.query_one("#detail-result", Static).update(Text(task.result_summary or "—"))
         self.query_one("#detail-error", Static).update(Text(task.error or "—"))
-        self._show_executions(detail["executions"])
+        self.query_one("#detail-worktree", Static).update(worktree_text(detail))
+        self._show_executions(detail.executions)
         log = self.query_one("#task-events", EventLog)
         log.clear()
-        log.add_events(detail["events"], self.state_styles)
-        self._follow(task, detail["executions"])
+        log.kept.clear()
+        log.add_events(detail.events, self.state_styles)
+        if detail.job is not None:
+            self._repo = (detail.job.repo_path, task.job_id, task.task_id)
+            if not self.diff_ready.is_set():
+                self.load_diff()
+        self._follow(task, detail.executions)
         self.loaded.set()
 
     def _show_executions(self, executions: list[Any]) -> None:
         table = self.query_one("#executions", DataTable)
         table.clear()
         for ex in executions:
-            outcome = ex.outcome or ""
+            outcome = (ex.outcome or "ended") if ex.ended_at else "running"
             if ex.exit_code not in (None, 0):
                 outcome = f"{outcome} (exit {ex.exit_code})"
             table.add_row(
-                ex.id[:8],
-                ex.agent or "",
-                str(ex.attempt),
-                clock_time(ex.started_at),
-                clock_time(ex.ended_at) if ex.ended_at else "running",
-                outcome,
+                ex.id[:8], ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
             )
 
+    # -- output -------------------------------------------------------------------------
     def _follow(self, task: Any, executions: list[Any]) -> None:
         current = next((e for e in executions if e.id == task.execution_id), None)
         chosen = current or (executions[0] if executions else None)
         if chosen is None or not chosen.artifact_dir:
+            self.query_one("#output", FollowLog).border_subtitle = "no execution yet"
             self.tail_ready.set()
             return
-        if chosen.artifact_dir == self._tail_source:
+        if self.follower is not None and chosen.id == self._execution:
+            self.follower.finished = chosen.ended_at is not None
             return
-        self._tail_source = chosen.artifact_dir
-        self._tail_stop.set()
-        self._tail_stop = threading.Event()
-        self.query_one("#tail", Log).border_subtitle = f"execution {chosen.id[:8]}"
-        self.tail(Path(chosen.artifact_dir) / STDOUT_NAME, chosen.id, self._tail_stop)
+        if self.follower is not None:
+            self.follower.stop.set()
+        self._execution = chosen.id
+        self.items.clear()
+        self.raw_lines.clear()
+        self.query_one("#output", FollowLog).clear()
+        self.query_one(
+            "#output", FollowLog
+        ).border_subtitle = f"execution {chosen.id[:8]} · {chosen.provider or '?'}"
+        execution_id = chosen.id
 
-    @work(thread=True, exclusive=True, group="tail")
-    def tail(self, path: Path, execution_id: str, stop: threading.Event) -> None:
-        """Follow the stdout artifact with watchfiles until the screen closes."""
-        worker = get_current_worker()
-        self.post_message(OutputTailed(execution_id, read_tail(path)))
-        while not path.parent.exists() and not stop.wait(0.5):
-            pass
-        last: list[str] | None = None
-        for _changes in watchfiles.watch(
-            path.parent, stop_event=stop, yield_on_timeout=True, rust_timeout=1000, debounce=50
-        ):
-            if worker.is_cancelled or stop.is_set():
-                return
-            lines = read_tail(path)
-            if lines != last:
-                last = lines
-                self.post_message(OutputTailed(execution_id, lines))
+        def deliver(items: list[StreamItem], raw: list[str], restarted: bool) -> None:
+            self.post_message(OutputRead(execution_id, items, raw, restarted))
 
-    @on(OutputTailed)
-    def _tailed(self, message: OutputTailed) -> None:
-        log = self.query_one("#tail", Log)
-        log.clear()
-        log.write_lines(message.lines or ["(no output yet)"])
+        self.follower = OutputFollower(
+            Path(chosen.artifact_dir) / STDOUT_NAME, chosen.provider, deliver
+        )
+        self.follower.finished = chosen.ended_at is not None
+        self.follower.start()
+
+    @on(OutputRead)
+    def _output_read(self, message: OutputRead) -> None:
+        if message.execution_id != self._execution:
+            return
+        log = self.query_one("#output", FollowLog)
+        if message.restarted and (self.items or self.raw_lines):
+            self.items.clear()
+            self.raw_lines.clear()
+            log.clear()
+        self.items.extend(message.items)
+        self.raw_lines.extend(message.raw)
+        log.add(self._lines(message.items, message.raw))
         self.tail_ready.set()
 
+    def _lines(self, items: Iterable[StreamItem], raw: Iterable[str]) -> Iterable[Text]:
+        if self.raw:
+            lines = (Text(line, end="") for line in raw)
+        else:
+            lines = (item_line(item) for item in items)
+        if not self.query_text:
+            return lines
+        query = self.query_text
+        shown = [line for line in lines if matches_words(line.plain, query)]
+        for line in shown:
+            line.highlight_words(query.split(), style="reverse", case_sensitive=False)
+        return shown
 
-def summary(task: Any, styles: dict[str, str]) -> Text:
+    def _rerender(self) -> None:
+        log = self.query_one("#output", FollowLog)
+        log.clear()
+        log.following = True
+        log.add(self._lines(self.items, self.raw_lines))
+
+    def action_toggle_raw(self) -> None:
+        self.raw = not self.raw
+        self._rerender()
+        self.notify("raw output" if self.raw else "parsed output", timeout=2)
+
+    def action_toggle_wrap(self) -> None:
+        log = self.query_one("#output", FollowLog)
+        log.wrap = not log.wrap
+        self._rerender()
+
+    def action_search(self) -> None:
+        self.add_class("-searching")
+        self.query_one(TabbedContent).active = "output-tab"
+        box = self.query_one("#output-query", Input)
+        box.value = self.query_text
+        box.focus()
+
+    @on(Input.Changed, "#output-query")
+    def _query_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value.strip()
+        self._rerender()
+
+    @on(Input.Submitted, "#output-query")
+    def _query_submitted(self) -> None:
+        self._close_search()
+
+    def _close_search(self) -> None:
+        self.remove_class("-searching")
+        self.query_one("#output", FollowLog).focus()
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = f"{tab}-tab"
+        widget = {"output": "#output", "diff": "#diff", "events": "#task-events"}[tab]
+        self.query_one(widget).focus()
+
+    # -- diff ---------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="diff")
+    def load_diff(self) -> None:
+        assert self._repo is not None
+        diff = task_diff(*self._repo)
+        self.post_message(DetailRead(lambda: self._show_diff(diff)))
+
+    def _show_diff(self, diff: Diff) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
+        log = self.query_one("#diff", RichLog)
+        log.clear()
+        if diff.missing:
+            log.write(Text(diff.missing, style="dim"))
+        else:
+            log.write(Text(f"{diff.branch} against {diff.base} (where it was cut)", style="bold"))
+            log.write(Text(diff.stat or "no changes"))
+            if diff.text:
+                log.write(Syntax(diff.text, "diff", theme="ansi_dark", background_color="default"))
+            if diff.truncated:
+                log.write(Text("… diff cut here: it is too long to show whole", style="dim"))
+        log.scroll_home(animate=False)
+        self.diff_ready.set()
+
+
+def worktree_text(detail: TaskDetail) -> Text:
+    latest = detail.executions[0] if detail.executions else None
+    if latest is None or not latest.cwd:
+        return Text("—")
+    exists = Path(latest.cwd).exists()
+    return Text.assemble(latest.cwd, ("" if exists else "  (removed after the run)", "dim"))
+
+
+def summary(task: Any, styles: Mapping[str, str]) -> Text:
     state = "BLOCKED" if task.state == "DRAFT" and task.blocked_by else str(task.state)
     text = Text()
     text.append_text(styled(state.lower(), state, styles))
@@ -193,4 +330,6 @@ def summary(task: Any, styles: dict[str, str]) -> Text:
     if task.started_at:
         ended = clock_time(task.finished_at) if task.finished_at else "now"
         text.append(f"\nran {clock_time(task.started_at)} → {ended}")
+    if task.diffstat:
+        text.append(f"\n{task.diffstat.strip().splitlines()[-1]}")
     return text

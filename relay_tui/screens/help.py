@@ -8,28 +8,41 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-KEYMAP_HINT = 'Remap any key in relay.toml, e.g.  [keymap]  cancel = "x"   (by binding id)'
+from relay_tui.screens.modals import Dialog
+
+KEYMAP_HINT = 'Remap any key in relay.toml by its binding id, e.g.  [keymap]  cancel = "x"'
+NOTES = (
+    "g approves a gated job's next wave (offered only for gated jobs); G jumps to the last "
+    "row, like vim. ctrl+p: command palette."
+)
+GLYPHS = (
+    "Glyphs: ○ draft  ◌ queued  ▶ running  ‖ parked  ✔ succeeded  ✘ failed  ⊘ cancelled  ⊗ blocked"
+)
 
 
 def key_rows(bindings: Iterable[Binding], keymap: Mapping[str, str]) -> list[tuple[str, str, str]]:
     rows = []
+    seen: set[str] = set()
     for binding in bindings:
-        if not binding.id:
+        if not binding.id or binding.id in seen:
             continue
+        seen.add(binding.id)
         keys = keymap.get(binding.id) or binding.key_display or binding.key
         rows.append((keys, binding.description, binding.id))
     return rows
 
 
-class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close", id="help-close")]
+class HelpScreen(Dialog[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "close", "Close", id="help-close")]
 
     def __init__(self, bindings: Iterable[Binding], keymap: Mapping[str, str]) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__("")
         self.key_rows = key_rows(bindings, keymap)
+
+    def action_close(self) -> None:
+        self.answer(None)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog help") as box:
@@ -40,9 +53,7 @@ class HelpScreen(ModalScreen[None]):
             for keys, description, binding_id in self.key_rows:
                 table.add_row(Text(keys, style="bold"), description, binding_id)
             yield table
-            yield Static(KEYMAP_HINT, classes="hint")
-            yield Static(
-                "Glyphs: ○ draft  ◌ queued  ▶ running  ‖ parked  ✔ succeeded  ✘ failed  "
-                "⊘ cancelled  ⊗ blocked.   ctrl+p: command palette",
-                classes="hint",
-            )
+            # Text, not markup: "[keymap]" is what the operator types, not a style tag.
+            yield Static(Text(KEYMAP_HINT), classes="hint")
+            yield Static(Text(NOTES), classes="hint")
+            yield Static(Text(GLYPHS), classes="hint")

@@ -1,28 +1,44 @@
-"""The console: a grid of live panes (or one pane at a time on small terminals)."""
+"""The console: live panes in a grid, two columns, or one at a time, by terminal size."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
-from textual.events import Resize
+from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
-from relay_tui.data import Snapshot
-from relay_tui.messages import TaskSelected
-from relay_tui.widgets.panes import EventLog, JobsTable, PlannerTable, ProvidersTable, RunningTable
+from relay_tui.messages import TargetMoved
+from relay_tui.target import Target, target_of_row
+from relay_tui.views import Snapshot
+from relay_tui.widgets.events import EventLog
+from relay_tui.widgets.live_table import LiveTable
+from relay_tui.widgets.panes import (
+    JobsTable,
+    PlannerTable,
+    ProvidersTable,
+    RunningTable,
+    SortableTable,
+)
 
 PANES = (
-    ("jobs-pane", "Jobs & tasks"),
-    ("running-pane", "Running agents"),
-    ("providers-pane", "Providers"),
-    ("planner-pane", "Planner waves"),
-    ("events-pane", "Events"),
+    ("jobs", "Jobs & tasks"),
+    ("running", "Running agents"),
+    ("providers", "Providers"),
+    ("planner", "Planner waves"),
+    ("events", "Events"),
 )
-NARROW_WIDTH = 150  # below this the grid's half-width panes cannot show every column
-NARROW_HEIGHT = 34
+"""Pane names in key order (1-5); the DOM order puts Events under Jobs in the grid."""
+SLOT_PANES = (2, 3, 4)
+"""In two columns, these share the lower right, one at a time."""
+GRID_WIDTH, GRID_HEIGHT = 150, 34
+COLUMNS_WIDTH, COLUMNS_HEIGHT = 110, 24
 COMPACT_FOOTER_WIDTH = 120
 PALETTE_HINT_WIDTH = 100
 EMPTY_TEXT = (
@@ -40,6 +56,14 @@ def fit_footer(footer: Footer, width: int) -> None:
     footer.show_command_palette = width >= PALETTE_HINT_WIDTH
 
 
+def layout_for(width: int, height: int) -> str:
+    if width >= GRID_WIDTH and height >= GRID_HEIGHT:
+        return "grid"
+    if width >= COLUMNS_WIDTH and height >= COLUMNS_HEIGHT:
+        return "columns"
+    return "single"
+
+
 class MainScreen(Screen[None]):
     BINDINGS = [
         Binding("c", "app.cancel_task", "Cancel", id="cancel"),
@@ -47,133 +71,236 @@ class MainScreen(Screen[None]):
         Binding("p", "app.replan", "Replan", id="replan"),
         Binding("a", "app.pin", "Pin agent", id="pin"),
         Binding("g", "app.approve", "Approve wave", id="approve"),
-        Binding("enter", "app.detail", "Detail", id="detail", show=False),
-        Binding("slash", "app.filter", "Filter", id="filter", key_display="/"),
+        Binding("C", "app.cancel_job", "Cancel job", id="cancel-job", show=False),
+        Binding("enter", "app.open", "Open", id="open", show=False),
+        Binding("slash", "app.filter", "Filter/search", id="filter", key_display="/"),
         Binding("escape", "app.clear_filter", "Clear filter", id="clear-filter", show=False),
+        Binding("s", "app.cycle_sort", "Sort", id="sort", show=False),
         Binding("tab", "app.next_pane", "Next pane", id="next-pane", show=False),
         Binding("shift+tab", "app.previous_pane", "Previous pane", id="previous-pane", show=False),
+        *(
+            Binding(str(n), f"app.show_pane({n - 1})", title, id=f"pane-{n}", show=False)
+            for n, (_name, title) in enumerate(PANES, start=1)
+        ),
     ]
 
     def __init__(self) -> None:
         super().__init__()
-        self.active_pane = 0
+        self.active = "jobs"
+        self.slot = "providers"
+        self.layout_name = "grid"
+        self.snapshot: Snapshot | None = None
+        self.state_styles: Mapping[str, str] = {}
+        self.task_query = ""
+        self._previews: dict[str, str] = {}
+        self._lines: dict[str, Text] = {}
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield Static(id="header")
         yield Static(id="tabs")
         with Container(id="panes"):
-            with Vertical(id="jobs-pane", classes="pane -active"):
+            with Vertical(id="jobs-pane", classes="pane"):
                 yield JobsTable(id="jobs")
                 yield Static(EMPTY_TEXT, id="empty")
+                yield Static(id="jobs-preview", classes="preview")
             with Vertical(id="running-pane", classes="pane"):
                 yield RunningTable(id="running")
+                yield Static(id="running-preview", classes="preview")
             with Vertical(id="providers-pane", classes="pane"):
                 yield ProvidersTable(id="providers")
+                yield Static(id="providers-preview", classes="preview")
             with Vertical(id="events-pane", classes="pane"):
                 yield EventLog(id="events")
             with Vertical(id="planner-pane", classes="pane"):
                 yield PlannerTable(id="planner")
-        yield Input(
-            placeholder="filter: words, a state (failed, running…) or state:parked", id="filter"
-        )
+                yield Static(id="planner-preview", classes="preview")
+        yield Input(id="filter")
+        yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        for pane_id, title in PANES:
-            self.query_one(f"#{pane_id}").border_title = title
+        for number, (name, title) in enumerate(PANES, start=1):
+            self.query_one(f"#{name}-pane").border_title = f"{number} {title}"
+        for table in self.query(LiveTable):
+            table.show_cursor = False
         self.query_one(JobsTable).focus()
         self._render_tabs()
 
     # -- layout -----------------------------------------------------------------------
     def on_resize(self, event: Resize) -> None:
-        narrow = event.size.width < NARROW_WIDTH or event.size.height < NARROW_HEIGHT
-        self.set_class(narrow, "-narrow")
+        self.layout_name = layout_for(event.size.width, event.size.height)
+        for name in ("grid", "columns", "single"):
+            self.set_class(self.layout_name == name, f"-{name}")
         fit_footer(self.query_one(Footer), event.size.width)
+        self._show_only()
+
+    def pane_widget(self, name: str) -> Widget:
+        return self.query_one(f"#{name}")
 
     def show_pane(self, index: int) -> None:
-        self.active_pane = index % len(PANES)
-        for position, (pane_id, _title) in enumerate(PANES):
-            self.query_one(f"#{pane_id}").set_class(position == self.active_pane, "-active")
-        pane = self.query_one(f"#{PANES[self.active_pane][0]}")
-        target = (
-            pane.query(DataTable).first() if pane.query(DataTable) else pane.query_one(EventLog)
-        )
-        if target.display:
-            target.focus()
+        """Number keys and tab: show that pane (where the layout hides some) and focus it."""
+        name = PANES[index % len(PANES)][0]
+        if index % len(PANES) in SLOT_PANES:
+            self.slot = name
+        self.active = name
+        self._show_only()
+        widget = self.pane_widget(name)
+        if name == "jobs" and not widget.display:
+            self.query_one("#jobs-pane").focus()
         else:
-            pane.focus()
+            widget.focus()
+
+    def step_pane(self, step: int) -> None:
+        index = next(i for i, (name, _t) in enumerate(PANES) if name == self.active)
+        self.show_pane(index + step)
+
+    def _show_only(self) -> None:
+        """Which panes are displayed: all (grid), jobs + running + the slot, or the active one."""
+        for name, _title in PANES:
+            if self.layout_name == "grid":
+                shown = True
+            elif self.layout_name == "columns":
+                shown = name in ("jobs", "running", self.slot)
+            else:
+                shown = name == self.active
+            self.query_one(f"#{name}-pane").display = shown
         self._render_tabs()
 
     def _render_tabs(self) -> None:
-        parts = []
-        for position, (_pane_id, title) in enumerate(PANES):
-            label = f" {position + 1} {title} "
-            parts.append(f"[reverse]{label}[/]" if position == self.active_pane else label)
-        self.query_one("#tabs", Static).update("".join(parts))
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for number, (name, title) in enumerate(PANES, start=1):
+            label = f" {number} {title} "
+            text.append(label, style="reverse" if name == self.active else "")
+        self.query_one("#tabs", Static).update(text)
+
+    # -- focus and target -------------------------------------------------------------
+    @on(DescendantFocus)
+    def _focus_moved(self, event: DescendantFocus) -> None:
+        widget = event.widget
+        name = next((n for n, _t in PANES if widget.id == n), None)
+        if name is None:
+            return  # the filter box or a pane container: the active pane stays
+        self.active = name
+        for table in self.query(LiveTable):
+            table.show_cursor = table.id == name
+        self._render_tabs()
+        self.post_message(TargetMoved(self.target()))
+
+    def active_table(self) -> LiveTable | None:
+        widget = self.pane_widget(self.active)
+        return widget if isinstance(widget, LiveTable) else None
+
+    def target(self) -> Target:
+        table = self.active_table()
+        if table is None:
+            return Target(self.active)
+        return target_of_row(self.active, table.cursor_key, self.snapshot)
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == self.active:
+            self._update_preview(event.data_table.id)
+            self.post_message(TargetMoved(self.target()))
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == self.active:
+            self.app.call_later(self.app.run_action, "open")
+
+    def _update_preview(self, name: str | None) -> None:
+        if name is None or self.snapshot is None:
+            return
+        table = self.pane_widget(name)
+        preview = getattr(table, "preview", None)
+        if not isinstance(table, LiveTable) or preview is None:
+            return
+        text = preview(table.cursor_key, self.snapshot)
+        box = self.query_one(f"#{name}-preview", Static)
+        if self._previews.get(name) != text:  # a layout pass costs; skip it when unchanged
+            self._previews[name] = text
+            box.update(Text(text, overflow="ellipsis"), layout=False)  # fixed height
+
+    def cycle_sort(self) -> str | None:
+        table = self.active_table()
+        if not isinstance(table, SortableTable):
+            return None
+        return table.cycle_sort()
 
     # -- data -------------------------------------------------------------------------
-    def apply_snapshot(
-        self, snapshot: Snapshot, query: str, styles: dict[str, str], now: float
-    ) -> None:
+    def apply_snapshot(self, snapshot: Snapshot, styles: Mapping[str, str], now: float) -> None:
+        self.snapshot, self.state_styles = snapshot, styles
         empty = not snapshot.jobs
         jobs = self.query_one(JobsTable)
         jobs.display = not empty
         self.query_one("#empty").display = empty
-        jobs.apply(snapshot, query, styles)
+        jobs.apply(snapshot, self.task_query, styles)
         self.query_one(RunningTable).apply(snapshot, now)
         self.query_one(ProvidersTable).apply(snapshot, now, styles)
         self.query_one(PlannerTable).apply(snapshot, styles)
         self.query_one(EventLog).add_events(snapshot.new_events, styles)
+        self._update_preview(self.active)
 
-    def refilter(self, snapshot: Snapshot, query: str, styles: dict[str, str]) -> None:
-        self.query_one(JobsTable).apply(snapshot, query, styles)
+    def refilter(self) -> None:
+        if self.snapshot is not None:
+            self.query_one(JobsTable).apply(self.snapshot, self.task_query, self.state_styles)
+            self._update_preview("jobs")
 
-    def tick(self, snapshot: Snapshot, now: float, styles: dict[str, str]) -> None:
+    def tick(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
         """Once a second: elapsed times and countdowns move even when nothing else does."""
         self.query_one(RunningTable).apply(snapshot, now)
         self.query_one(ProvidersTable).apply(snapshot, now, styles)
 
-    def set_status(self, text: str) -> None:
-        for status in self.query("#status").results(Static):
-            status.update(text)
+    def set_header(self, text: Text) -> None:
+        self._set_line("#header", text)
 
-    # -- selection --------------------------------------------------------------------
-    @on(DataTable.RowHighlighted, "#jobs")
-    def _job_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        key = event.row_key.value or ""
-        if key.startswith("job:"):
-            self.post_message(TaskSelected(None, key[4:]))
-        elif key.startswith("wave:"):
-            self.post_message(TaskSelected(None, key.split(":")[1]))
-        else:
-            self.post_message(TaskSelected(key, key.partition("/")[0]))
+    def set_status(self, text: Text) -> None:
+        self._set_line("#status", text)
 
-    @on(DataTable.RowHighlighted, "#running")
-    def _run_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        snapshot = getattr(self.app, "snapshot", None)
-        run = (
-            next((r for r in snapshot.runs if r.execution_id == event.row_key.value), None)
-            if snapshot
-            else None
-        )
-        if run is not None and run.task_key:
-            self.post_message(TaskSelected(run.task_key, run.job_id))
+    def _set_line(self, selector: str, text: Text) -> None:
+        """One-line bars never change size: repaint them only when their text changed."""
+        if self._lines.get(selector) == text:
+            return
+        self._lines[selector] = text
+        for line in self.query(selector).results(Static):
+            line.update(text, layout=False)
 
-    @on(DataTable.RowSelected, "#jobs, #running")
-    async def _row_selected(self) -> None:
-        await self.app.run_action("detail")
+    # -- filter (tasks) and search (events) ---------------------------------------------
+    @property
+    def event_query(self) -> str:
+        return self.query_one(EventLog).query_text
 
-    # -- filter -----------------------------------------------------------------------
     def open_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        searching = self.active == "events"
+        self.set_class(searching, "-searching")
+        box.value = self.event_query if searching else self.task_query
+        box.placeholder = (
+            "search events: every word must match"
+            if searching
+            else "filter tasks: words, a state (failed, running…) or state:parked"
+        )
         self.add_class("-filtering")
-        self.query_one("#filter", Input).focus()
+        box.focus()
 
     def close_filter(self, *, clear: bool) -> None:
         box = self.query_one("#filter", Input)
         if clear:
             box.value = ""
-        self.set_class(bool(box.value), "-filtering")
-        self.show_pane(0)
+            self._query_changed("")
+        self.set_class(bool(box.value) and self.active != "events", "-filtering")
+        self.pane_widget(self.active).focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._query_changed(event.value)
+
+    def _query_changed(self, value: str) -> None:
+        if self.has_class("-searching"):
+            self.query_one(EventLog).search(value)
+        else:
+            self.task_query = value.strip()
+            self.refilter()
+        self.post_message(TargetMoved(self.target()))
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:

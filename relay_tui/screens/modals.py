@@ -1,9 +1,15 @@
-"""Small modal dialogs: confirm, replan guidance, agent picker."""
+"""Small modal dialogs: confirm, replan, agent picker.
+
+Every dialog answers through :meth:`Dialog.answer`, which dismisses exactly once (see
+:mod:`relay_tui.screens.base`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,11 +18,26 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from relay_tui.data import AgentView, ProviderView
+from relay_tui.screens.base import ClosesOnce
+from relay_tui.views import AgentView, ProviderView
 from relay_tui.widgets.style import clock_time
 
+T = TypeVar("T")
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class Dialog(ClosesOnce, ModalScreen[T], Generic[T]):
+    """A modal that dismisses once; later answers are ignored."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(classes="dialog-screen")
+        self.target = target
+        """The row the dialog acts on, as the operator saw it when pressing the key."""
+
+    def answer(self, value: T | None) -> None:
+        self.close_once(value)
+
+
+class ConfirmScreen(Dialog[bool]):
     """Yes/no for destructive keys (cancel, quitting with agents running)."""
 
     BINDINGS = [
@@ -24,8 +45,8 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm-no"),
     ]
 
-    def __init__(self, title: str, question: str, yes: str = "Yes") -> None:
-        super().__init__(classes="dialog-screen")
+    def __init__(self, title: str, question: str, yes: str = "Yes", *, target: str = "") -> None:
+        super().__init__(target)
         self.title_text = title
         self.question = question
         self.yes = yes
@@ -33,7 +54,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
             box.border_title = self.title_text
-            yield Static(self.question, classes="question")
+            yield Static(Text(self.question), classes="question")
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no", variant="default")
@@ -41,31 +62,37 @@ class ConfirmScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
 
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)
+    def action_answer(self, value: bool) -> None:
+        self.answer(value)
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
+        self.answer(event.button.id == "yes")
 
 
-class GuidanceScreen(ModalScreen[str | None]):
-    """Replan: the operator's guidance for the next planner round."""
+class ReplanScreen(Dialog[str]):
+    """Replan: says what the new round supersedes, then takes the planner's guidance."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="guidance-cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="replan-cancel")]
 
-    def __init__(self, job_id: str, *, blink: bool = True) -> None:
-        super().__init__(classes="dialog-screen")
+    def __init__(
+        self, job_id: str, superseded: Sequence[str], *, manual: bool, blink: bool = True
+    ) -> None:
+        super().__init__(f"job:{job_id}")
         self.job_id = job_id
+        self.superseded = list(superseded)
+        self.manual = manual
         self.blink = blink
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
             box.border_title = f"Replan {self.job_id}"
-            yield Label("Guidance for the planner (enter sends, escape cancels):")
+            yield Static(replan_consequences(self.job_id, self.superseded, self.manual))
+            yield Label("Guidance for the planner (enter replans, escape cancels):")
             yield Input(placeholder="e.g. split the API work; skip the docs", id="guidance")
+            yield Static("", id="guidance-error", classes="error")
             with Horizontal(classes="buttons"):
-                yield Button("Replan", id="send", variant="primary")
+                yield Button("Replan", id="send", variant="warning")
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
@@ -76,11 +103,39 @@ class GuidanceScreen(ModalScreen[str | None]):
     @on(Input.Submitted)
     @on(Button.Pressed, "#send")
     def _send(self) -> None:
-        self.dismiss(self.query_one("#guidance", Input).value.strip())
+        guidance = self.query_one("#guidance", Input).value.strip()
+        if not guidance:
+            self.query_one("#guidance-error", Static).update(
+                "Write what the planner should change first: a replan without guidance "
+                "would only repeat the plan."
+            )
+            return
+        self.answer(guidance)
+
+    def action_cancel(self) -> None:
+        self.answer(None)
 
     @on(Button.Pressed, "#cancel")
     def _cancel(self) -> None:
-        self.dismiss(None)
+        self.answer(None)
+
+
+def replan_consequences(job_id: str, superseded: Sequence[str], manual: bool) -> Text:
+    """What pressing enter will do, in words, before the operator does it."""
+    text = Text()
+    if manual:
+        text.append(f"{job_id} is a manual job: ", style="bold")
+        text.append(
+            "replanning hands it to the planner (the job becomes autonomous). "
+            "The planner sees every task and may run superseded ones again.\n"
+        )
+    if superseded:
+        names = ", ".join(superseded[:12]) + (" …" if len(superseded) > 12 else "")
+        text.append(f"Supersedes {len(superseded)} unstarted task(s): ", style="bold")
+        text.append(f"{names} (cancelled now). Running and finished tasks are kept.\n")
+    else:
+        text.append("No unstarted task is superseded; running and finished tasks are kept.\n")
+    return text
 
 
 def agent_label(agent: AgentView, provider: ProviderView | None) -> str:
@@ -92,16 +147,15 @@ def agent_label(agent: AgentView, provider: ProviderView | None) -> str:
     return f"{agent.id}  ·  {agent.provider}: {state}{running}"
 
 
-class PinScreen(ModalScreen[str | None]):
+class PinScreen(Dialog[str]):
     """Pick the agent that keeps a task's workstream (the pin outlives this task)."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="pin-cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="pin-cancel")]
 
     def __init__(
         self, target: str, agents: Sequence[AgentView], providers: Sequence[ProviderView]
     ) -> None:
-        super().__init__(classes="dialog-screen")
-        self.target = target
+        super().__init__(target)
         self.agents = list(agents)
         self.providers = {p.provider: p for p in providers}
 
@@ -119,10 +173,13 @@ class PinScreen(ModalScreen[str | None]):
                 yield Label("No enabled agent has this task's role. Add one in relay.toml.")
                 yield Button("Close", id="close")
 
+    def action_cancel(self) -> None:
+        self.answer(None)
+
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+        self.answer(event.option.id)
 
     @on(Button.Pressed, "#close")
     def _close(self) -> None:
-        self.dismiss(None)
+        self.answer(None)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import Resize, Show
 from textual.strip import Strip
@@ -54,9 +55,17 @@ class LiveTable(DataTable[Any]):
     must not cost a repaint each.
     """
 
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", id="row-down", show=False),
+        Binding("k", "cursor_up", "Up", id="row-up", show=False),
+        Binding("home", "scroll_top", "First row", id="row-first", show=False),
+        Binding("end,G", "scroll_bottom", "Last row", id="row-last", show=False),
+    ]
     COLUMNS: Sequence[tuple[str, str, int]] = ()
-    """(column key, label, width): fixed widths, so 5,000 rows are never measured. The last
-    column is flexible: its width is a minimum and it takes whatever the pane has left."""
+    """(column key, label, width): fixed widths, so 5,000 rows are never measured."""
+    FLEX: Mapping[str, int] = {}
+    """Column key -> weight: these columns' widths are minimums, and they share whatever
+    width the pane has left in proportion to their weights (the last column if empty)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
@@ -161,13 +170,21 @@ class LiveTable(DataTable[Any]):
             self.flush_visible()
 
     def fit_flexible_column(self) -> None:
-        """Give the last column the width the fixed columns (and cell padding) leave."""
+        """Share the width the fixed columns (and cell padding) leave among the flexible ones."""
         if not self.COLUMNS or not self.is_mounted:
             return
-        *fixed, (key, _label, minimum) = self.COLUMNS
-        used = sum(width for _k, _l, width in fixed) + 2 * self.cell_padding * len(self.COLUMNS)
-        available = self.scrollable_content_region.width - used
-        self._set_column_width(key, max(minimum, available))
+        flex = dict(self.FLEX) or {self.COLUMNS[-1][0]: 1}
+        used = sum(width for _k, _l, width in self.COLUMNS) + 2 * self.cell_padding * len(
+            self.COLUMNS
+        )
+        spare = max(0, self.scrollable_content_region.width - used)
+        total = sum(flex.values())
+        given = 0
+        flexible = [(key, width) for key, _label, width in self.COLUMNS if key in flex]
+        for index, (key, minimum) in enumerate(flexible):
+            share = spare - given if index == len(flexible) - 1 else spare * flex[key] // total
+            given += share
+            self._set_column_width(key, minimum + share)
 
     def _set_column_width(self, key: str, width: int) -> None:
         column = self.columns.get(ColumnKey(key))
@@ -179,13 +196,21 @@ class LiveTable(DataTable[Any]):
         self._require_update_dimensions = True
         self.refresh()
 
-    def _visible(self, key: str) -> bool:
-        try:
-            index = self.get_row_index(key)
-        except RowDoesNotExist:
-            return False
+    def _window(self) -> tuple[int, int]:
+        """Row indexes kept current: the viewport and a margin (read once per batch: the
+        widget's size walks the DOM, which costs at 5,000 rows)."""
         top = int(self.scroll_y) - OFFSCREEN_MARGIN
-        return top <= index <= top + self.size.height + 2 * OFFSCREEN_MARGIN
+        return top, top + self.size.height + 2 * OFFSCREEN_MARGIN
+
+    def _visible(self, key: str, window: tuple[int, int] | None = None) -> bool:
+        index = self._row_locations.get(RowKey(key)) if self._in_place else None
+        if index is None:
+            try:
+                index = self.get_row_index(key)
+            except RowDoesNotExist:
+                return False
+        top, bottom = window or self._window()
+        return top <= index <= bottom
 
     # -- rows -------------------------------------------------------------------------
     @property
@@ -200,19 +225,21 @@ class LiveTable(DataTable[Any]):
 
     def patch_lazily(self, rows: Iterable[LazyRow]) -> None:
         """Like ``patch``, but an off-screen row's values are only made once it is in view."""
+        window = self._window()
         for row_key, make in rows:
             if row_key not in self._cells:
                 continue
-            if self._visible(row_key):
-                self.patch([(row_key, make())])
+            if self._visible(row_key, window):
+                self.patch([(row_key, make())], window)
             else:
                 self._pending[row_key] = make
 
-    def patch(self, rows: Iterable[Row]) -> int:
+    def patch(self, rows: Iterable[Row], window: tuple[int, int] | None = None) -> int:
         """Update rows that exist; visible ones now, others when they scroll into view.
 
         Returns the number of cells written to the screen.
         """
+        window = window or self._window()
         written = 0
         for row_key, values in rows:
             old = self._cells.get(row_key)
@@ -223,7 +250,7 @@ class LiveTable(DataTable[Any]):
             if all(same(a, b) for a, b in zip(old, new, strict=True)):
                 continue
             self._cells[row_key] = new
-            if self._visible(row_key):
+            if self._visible(row_key, window):
                 written += self._write(row_key)
             else:
                 self._stale.add(row_key)
@@ -231,9 +258,10 @@ class LiveTable(DataTable[Any]):
 
     def flush_visible(self) -> None:
         """Write the rows that were patched off-screen and are now in view."""
-        for key in [k for k in self._pending if self._visible(k)]:
-            self.patch([(key, self._pending.pop(key)())])
-        for key in [k for k in self._stale if self._visible(k)]:
+        window = self._window()
+        for key in [k for k in self._pending if self._visible(k, window)]:
+            self.patch([(key, self._pending.pop(key)())], window)
+        for key in [k for k in self._stale if self._visible(k, window)]:
             self._write(key)
 
     def _write(self, row_key: str) -> int:
@@ -258,12 +286,16 @@ class LiveTable(DataTable[Any]):
             self.rebuild(rows)
             return
         wanted = set(new_keys)
-        for key in [k for k in self._order if k not in wanted]:
+        selected = self.cursor_key
+        removed = [k for k in self._order if k not in wanted]
+        for key in removed:
             self._remove(key)
         self.patch(rows)
         for key, values in rows:
             if key not in self._cells:
                 self._add(key, values)
+        if removed and selected in self._cells:
+            self.select_key(selected)  # rows vanished above it: the cursor stays on its row
 
     def rebuild(self, rows: Sequence[Row]) -> None:
         """Replace every row, keeping the cursor on the same row key where it still exists."""

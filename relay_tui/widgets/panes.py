@@ -1,22 +1,23 @@
-"""The four live tables of the main screen and the event log."""
+"""The four live tables of the main screen.
+
+Each table knows how to turn a snapshot into rows, how to say in full what its cursor row
+holds (the preview line under it), and which sort orders ``s`` cycles through.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.widgets import RichLog
 
-from relay_tui.data import EventView, JobView, Snapshot, TaskView, WaveView
+from relay_tui.views import JobView, PlanView, RunView, Snapshot, TaskView, WaveView
 from relay_tui.widgets.live_table import LiveTable, Row
 from relay_tui.widgets.style import bar, clip, clock_time, duration, glyph, styled
 
-MAX_EVENTS_PER_FRAME = 20
 NOTE_CHARS = 200  # a note is one line; the table clips it to its column with an ellipsis
-KIND_WIDTH = 18
 BUSY_CHANGES = 20
 SUMMARY_SECONDS = 1.0
 STATE_NAMES = (
@@ -29,11 +30,16 @@ STATE_NAMES = (
     "CANCELLED",
     "BLOCKED",
 )
+STATE_ORDER = {
+    state: rank
+    for rank, state in enumerate(
+        ("FAILED", "RUNNING", "PARKED", "QUEUED", "BLOCKED", "DRAFT", "SUCCEEDED", "CANCELLED")
+    )
+}
 
 
 def task_state(task: TaskView) -> str:
-    """The state the operator sees: a DRAFT task held by a failed dependency is BLOCKED."""
-    return "BLOCKED" if task.state == "DRAFT" and task.blocked_by else task.state
+    return task.shown_state
 
 
 def matches(task: TaskView, query: str) -> bool:
@@ -42,26 +48,54 @@ def matches(task: TaskView, query: str) -> bool:
     for word in query.lower().split():
         name = word.removeprefix("state:")
         if name.upper() in STATE_NAMES:
-            if task_state(task) != name.upper():
+            if task.shown_state != name.upper():
                 return False
         elif word not in haystack:
             return False
     return True
 
 
-class JobsTable(LiveTable):
+class SortableTable(LiveTable):
+    """A live table whose row order the operator cycles with ``s``."""
+
+    SORTS: ClassVar[tuple[str, ...]] = ("default",)
+    sort_index = 0
+
+    @property
+    def sort(self) -> str:
+        return self.SORTS[self.sort_index % len(self.SORTS)]
+
+    def cycle_sort(self) -> str:
+        self.sort_index = (self.sort_index + 1) % len(self.SORTS)
+        return self.sort
+
+
+def task_sort_key(sort: str) -> Any:
+    if sort == "state":
+        return lambda t: (STATE_ORDER.get(t.shown_state, 9), t.created_at, t.key)
+    if sort == "agent":
+        return lambda t: (t.agent or "~", t.created_at, t.key)
+    if sort == "recent":
+        return lambda t: (-t.updated_at, t.key)
+    return lambda t: (t.wave, t.created_at, t.key)
+
+
+class JobsTable(SortableTable):
     COLUMNS = (
-        ("task", "Task", 30),
+        ("task", "Task", 15),
         ("state", "State", 9),
-        ("agent", "Agent", 10),
+        ("agent", "Agent", 8),
         ("try", "Try", 3),
-        ("info", "Note", 12),
+        ("info", "Note", 7),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "info": 1}
+    SORTS = ("wave", "state", "agent", "recent")
     last_query = ""
+    last_sort = "wave"
     summarised = 0.0
 
     def task_row(self, task: TaskView, styles: Mapping[str, str]) -> Row:
-        state = task_state(task)
+        state = task.shown_state
         label = task.task_id if task.title == task.task_id else f"{task.task_id} · {task.title}"
         cell = Text.assemble(("│ ", "dim"), glyph(state, styles), label, end="")
         return (
@@ -94,7 +128,12 @@ class JobsTable(LiveTable):
 
     @staticmethod
     def wave_row(wave: WaveView) -> Row:
-        note = "awaiting approval — press g" if wave.awaiting_approval else ""
+        if wave.awaiting_approval:
+            note = "awaiting approval — press g"
+        elif wave.cancelled:
+            note = f"{wave.cancelled} cancelled"
+        else:
+            note = ""
         return (
             f"wave:{wave.job_id}:{wave.wave}",
             (Text(f"├ wave {wave.wave}", style="italic", end=""), "", "", "", note),
@@ -105,16 +144,17 @@ class JobsTable(LiveTable):
         for task in snapshot.tasks.values():
             by_job.setdefault(task.job_id, []).append(task)
         waves = {(w.job_id, w.wave): w for w in snapshot.waves}
+        grouped = self.sort == "wave"
         rows: list[Row] = []
         for job in snapshot.jobs:
-            tasks = sorted(by_job.get(job.id, []), key=lambda t: (t.wave, t.created_at, t.key))
+            tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.sort))
             shown = [t for t in tasks if matches(t, query)] if query else tasks
             if query and not shown:
                 continue
             rows.append(self.job_row(job, snapshot.job_progress.get(job.id, (0, 0)), styles))
             current = None
             for task in shown:
-                if task.wave != current:
+                if grouped and task.wave != current:
                     current = task.wave
                     wave = waves.get((job.id, task.wave))
                     if wave is not None:
@@ -123,9 +163,16 @@ class JobsTable(LiveTable):
         return rows
 
     def apply(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> None:
-        """Patch the changed tasks in place; rebuild only when rows appear or vanish."""
-        full = query or query != self.last_query or snapshot.structure_changed or not self._order
-        self.last_query = query
+        """Patch the changed tasks in place; rebuild only when rows appear, vanish or move."""
+        full = (
+            query
+            or query != self.last_query
+            or self.sort != self.last_sort
+            or (self.sort != "wave" and snapshot.changed_tasks)
+            or snapshot.structure_changed
+            or not self._order
+        )
+        self.last_query, self.last_sort = query, self.sort
         if full:
             self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
             return
@@ -145,48 +192,76 @@ class JobsTable(LiveTable):
     def task_values(self, task: TaskView, styles: Mapping[str, str]) -> Sequence[Any]:
         return self.task_row(task, styles)[1]
 
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        """The whole note of the cursor row: what the Note column had to cut."""
+        if key is None:
+            return ""
+        if key.startswith("job:"):
+            job = snapshot.job(key[4:])
+            if job is None:
+                return ""
+            return f"{job.id}: {job.title}" + (f" — {job.error}" if job.error else "")
+        if key.startswith("wave:"):
+            return ""
+        task = snapshot.tasks.get(key)
+        if task is None:
+            return ""
+        note = full_note(task)
+        return f"{task.key}: {note}" if note else f"{task.key}: {task.title}"
+
 
 def task_note(task: TaskView) -> str:
+    return clip(full_note(task), NOTE_CHARS)
+
+
+def full_note(task: TaskView) -> str:
     if task.state == "DRAFT" and task.blocked_by:
         return f"blocked by {task.blocked_by}"
     if task.state == "PARKED":
         until = f" until {clock_time(task.not_before)}" if task.not_before else ""
         return f"waiting on {task.waiting_on_provider or 'provider'}{until}"
-    if task.state == "FAILED":
-        return clip(task.error or "failed", NOTE_CHARS)
+    if task.state in ("FAILED", "CANCELLED"):
+        return task.error or task.state.lower()
     if task.state == "RUNNING":
         return f"on {task.provider or '?'}"
     if task.state == "SUCCEEDED":
-        return clip(task.result_summary or "", NOTE_CHARS)
+        return task.result_summary or ""
     if task.state == "DRAFT" and task.dependencies:
         return "after " + ", ".join(task.dependencies)
     return ""
 
 
-class RunningTable(LiveTable):
+def run_sort_key(sort: str) -> Any:
+    if sort == "task":
+        return lambda r: (r.task_key or f"{r.job_id}/~planner", r.execution_id)
+    if sort == "agent":
+        return lambda r: (r.agent or "", r.started_at or 0.0, r.execution_id)
+    return lambda r: (r.started_at or 0.0, r.execution_id)
+
+
+class RunningTable(SortableTable):
     COLUMNS = (
-        ("task", "Task", 18),
-        ("agent", "Agent", 10),
-        ("provider", "Provider", 8),
+        ("task", "Task", 12),
+        ("agent", "Agent", 8),
         ("elapsed", "Elapsed", 7),
         ("try", "Try", 3),
-        ("output", "Last output", 12),
+        ("output", "Last output", 8),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "agent": 1, "output": 3}
+    SORTS = ("started", "task", "agent")
 
     def build_rows(self, snapshot: Snapshot, now: float) -> list[Row]:
         rows: list[Row] = []
-        for run in snapshot.runs:
+        for run in sorted(snapshot.runs, key=run_sort_key(self.sort)):
             task = snapshot.tasks.get(run.task_key or "")
-            label = run.task_key or f"{run.job_id} planner"
             tries = f"{run.attempt}/{task.max_attempts}" if task else str(run.attempt)
             elapsed = duration(now - run.started_at) if run.started_at else "starting"
             rows.append(
                 (
                     run.execution_id,
                     (
-                        label,
+                        run_label(run),
                         run.agent or "",
-                        run.provider or "",
                         elapsed,
                         tries,
                         clip(run.last_output, NOTE_CHARS),
@@ -196,32 +271,45 @@ class RunningTable(LiveTable):
         return rows
 
     def apply(self, snapshot: Snapshot, now: float) -> None:
-        self.sync(self.build_rows(snapshot, now), keep_order=False)
+        self.sync(self.build_rows(snapshot, now), keep_order=self.sort != "started")
+
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        run = snapshot.run(key)
+        if run is None:
+            return ""
+        where = f"{run.agent or '?'} on {run.provider or '?'}"
+        return f"{run_label(run)} · {where}: {run.last_output or 'no output yet'}"
+
+
+def run_label(run: RunView) -> str:
+    return run.task_key or f"{run.job_id} planner"
 
 
 class ProvidersTable(LiveTable):
+    """One row per provider; built so per-agent rows can be added under each provider."""
+
     COLUMNS = (
-        ("provider", "Provider", 10),
-        ("status", "Status", 10),
-        ("reset", "Resets at", 9),
-        ("in", "In", 7),
+        ("provider", "Provider", 9),
+        ("status", "Status", 9),
+        ("reset", "Resets", 8),
+        ("in", "In", 6),
         ("parked", "Parked", 6),
-        ("running", "Running", 7),
+        ("running", "Run", 4),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 1}
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
         for provider in snapshot.providers:
             limited = provider.status == "limited"
             countdown = duration(provider.reset_at - now) if limited and provider.reset_at else ""
+            status = f"{'‖' if limited else '●'} {provider.status}"
             rows.append(
                 (
                     provider.provider,
                     (
                         provider.provider,
-                        styled(
-                            f"{'‖' if limited else '●'} {provider.status}", provider.status, styles
-                        ),
+                        styled(status, provider.status, styles),
                         clock_time(provider.reset_at) if limited else "",
                         countdown,
                         str(provider.parked),
@@ -234,39 +322,61 @@ class ProvidersTable(LiveTable):
     def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
         self.sync(self.build_rows(snapshot, now, styles), keep_order=False)
 
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        provider = snapshot.provider(key)
+        if provider is None:
+            return ""
+        if provider.status == "limited":
+            return f"{provider.provider}: {provider.source_text or 'limited'}"
+        return f"{provider.provider}: ok"
+
 
 class PlannerTable(LiveTable):
     COLUMNS = (
-        ("what", "Round / wave", 12),
-        ("status", "Status", 10),
-        ("progress", "Progress / objective", 20),
-        ("notes", "Trigger · guidance · gate", 16),
+        ("what", "Round/wave", 10),
+        ("status", "Status", 11),
+        ("progress", "Progress", 14),
+        ("notes", "Trigger · guidance", 8),
     )
+    FLEX: ClassVar[Mapping[str, int]] = {"status": 1, "progress": 1, "notes": 3}
 
     def build_rows(self, snapshot: Snapshot, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
         for job in snapshot.jobs:
             rows.append((f"job:{job.id}", (Text(job.id, style="bold", end=""), "", "", "")))
             for plan in (p for p in snapshot.plans if p.job_id == job.id):
-                note = plan.trigger + (f" · “{plan.guidance}”" if plan.guidance else "")
-                objective = plan.objective_status or ""
-                rows.append(
-                    (
-                        f"plan:{plan.id}",
-                        (
-                            f"├ round {plan.round}",
-                            styled(plan.status.lower(), plan.status, styles),
-                            objective.replace("_", " "),
-                            clip(note, NOTE_CHARS),
-                        ),
-                    )
-                )
+                rows.append(plan_row(plan, styles))
             for wave in (w for w in snapshot.waves if w.job_id == job.id):
                 rows.append(wave_progress_row(wave, styles))
         return rows
 
     def apply(self, snapshot: Snapshot, styles: Mapping[str, str]) -> None:
         self.sync(self.build_rows(snapshot, styles), keep_order=True)
+
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        if key is None or not key.startswith("plan:"):
+            return ""
+        plan = next((p for p in snapshot.plans if f"plan:{p.id}" == key), None)
+        if plan is None:
+            return ""
+        parts = [f"{plan.job_id} round {plan.round} ({plan.trigger})"]
+        parts += [f"guidance “{plan.guidance}”"] if plan.guidance else []
+        parts += [plan.error or plan.rejection or plan.assessment or ""]
+        return ": ".join(p for p in parts if p)
+
+
+def plan_row(plan: PlanView, styles: Mapping[str, str]) -> Row:
+    note = plan.trigger + (f" · “{plan.guidance}”" if plan.guidance else "")
+    objective = plan.objective_status or ""
+    return (
+        f"plan:{plan.id}",
+        (
+            f"├ round {plan.round}",
+            styled(plan.status.lower(), plan.status, styles),
+            objective.replace("_", " "),
+            clip(note, NOTE_CHARS),
+        ),
+    )
 
 
 def wave_progress_row(wave: WaveView, styles: Mapping[str, str]) -> Row:
@@ -278,37 +388,11 @@ def wave_progress_row(wave: WaveView, styles: Mapping[str, str]) -> Row:
         status, note = styled(f"{wave.failed} failed", "FAILED", styles), ""
     elif wave.running:
         status, note = styled(f"{wave.running} running", "RUNNING", styles), ""
+    elif wave.cancelled:
+        status, note = styled(f"{wave.cancelled} cancelled", "CANCELLED", styles), ""
     else:
         status, note = Text("pending", style="dim", end=""), ""
+    if wave.cancelled and wave.done + wave.cancelled == wave.total:
+        status = styled(f"done · {wave.cancelled} cancelled", "CANCELLED", styles)
     progress = f"{bar(wave.done, wave.total)} {wave.done}/{wave.total}"
     return (f"wave:{wave.job_id}:{wave.wave}", (f"├ wave {wave.wave}", status, progress, note))
-
-
-class EventLog(RichLog):
-    """The change feed as it arrives (commands the engine rejects show up here too)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_lines", 500)
-        kwargs.setdefault("wrap", False)
-        kwargs.setdefault("markup", False)
-        super().__init__(**kwargs)
-
-    def add_events(self, events: Sequence[EventView], styles: Mapping[str, str]) -> None:
-        """Write the newest events; a burst is summarised instead of stalling the UI."""
-        if len(events) > MAX_EVENTS_PER_FRAME:
-            skipped = len(events) - MAX_EVENTS_PER_FRAME
-            self.write(Text(f"… {skipped} more events", style="dim", end=""))
-            events = events[-MAX_EVENTS_PER_FRAME:]
-        for event in events:
-            self.write(event_line(event, styles))
-
-
-def event_line(event: EventView, styles: Mapping[str, str]) -> Text:
-    """Time and kind in fixed-width columns; info kinds are dim so problems stand out."""
-    level_state = {"error": "FAILED", "warning": "PARKED"}.get(event.level, "DRAFT")
-    line = Text(no_wrap=True, end="")
-    line.append(clock_time(event.at) + " ", style="dim")
-    kind = clip(event.kind, KIND_WIDTH)
-    line.append(kind.ljust(KIND_WIDTH) + " ", style=styles.get(level_state, ""))
-    line.append(event.message)
-    return line

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from relay_engine.config import default_config
 from relay_tui.app import RelayApp
 from relay_tui.sample import frozen_clock
+from relay_tui.screens.main import PANES
+from relay_tui.widgets.live_table import LiveTable
 
 
 def attached_app(path: Path, url: str) -> RelayApp:
@@ -64,3 +68,65 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
         asyncio.run(test(*args, **kwargs))
 
     return runner
+
+
+async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:
+    """Move the cursor of ``pane`` onto the row ``key`` with the keys an operator presses."""
+    app = pilot.app
+    assert isinstance(app, RelayApp)
+    table = app.main_screen.query_one(f"#{pane}", LiveTable)
+    await wait_until(pilot, lambda: key in table.row_keys)
+    number = str(1 + [name for name, _title in PANES].index(pane))
+    for _ in range(3):  # a filter box may hold the focus (and take the digit): escape first
+        if table.has_focus:
+            break
+        await type_keys(pilot, "escape", number)
+        await pilot.pause(0.1)
+    assert table.has_focus, f"{pane} did not take the focus ({app.screen.focused!r} has it)"
+    for _ in range(2 * len(table.row_keys) + 2):
+        if table.cursor_key == key:
+            await pilot.pause()
+            return
+        before = table.cursor_row
+        rows = table.row_keys
+        if key not in rows:
+            break
+        for _attempt in range(3):  # a key sent while a screen closes goes to that screen
+            await type_keys(pilot, "down" if rows.index(key) > before else "up")
+            with contextlib.suppress(AssertionError):
+                await wait_until(pilot, lambda b=before: table.cursor_row != b, timeout=2.0)
+                break
+    raise AssertionError(f"could not move the cursor of {pane} to {key}")
+
+
+async def type_keys(pilot: Pilot[None], *keys: str, gap: float = 0.01) -> None:
+    """Keys as a fast typist sends them: through the driver, ``gap`` seconds apart.
+
+    ``pilot.press`` waits until the process is idle after every key; with a live engine in
+    the same process it never is, and each key would cost its full time-out.
+    """
+    app = pilot.app
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else (" " if key == "space" else None))
+        event.set_sender(app)
+        assert app._driver is not None
+        app._driver.send_message(event)
+        await asyncio.sleep(gap)
+
+
+def finish_then_apply(url: str, key: str) -> None:
+    """Another process marks ``key`` succeeded, then an engine elsewhere applies the waiting
+    commands: a retry of that task is refused, as happens when the state moves first."""
+    from relay_engine import commands
+    from relay_engine.handlers import HANDLERS
+    from relay_engine.model import Task
+    from relay_engine.store import Store
+    from relay_tui.sample import NOW
+
+    store = Store(url)
+    with store.write() as session:
+        task = session.get(Task, key)
+        assert task is not None
+        task.state = "SUCCEEDED"
+    commands.apply_pending(store, "engine-elsewhere", NOW, HANDLERS)
+    store.dispose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_helpers import attached_app, run_async, wait_loaded, wait_until
+from console_helpers import attached_app, cursor_to, run_async, type_keys, wait_loaded, wait_until
 from sqlmodel import select
 from textual.command import CommandPalette
 from textual.pilot import Pilot
@@ -13,11 +13,13 @@ from relay_engine.config import RelayConfig
 from relay_engine.model import Command, Task
 from relay_engine.store import Store
 from relay_tui.app import RelayApp
-from relay_tui.data import Projection
+from relay_tui.projection import Projection
 from relay_tui.sample import NOW, frozen_clock, write_sample
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
-from relay_tui.screens.modals import ConfirmScreen, GuidanceScreen, PinScreen
+from relay_tui.screens.job import JobScreen
+from relay_tui.screens.main import PANES
+from relay_tui.screens.modals import ConfirmScreen, PinScreen, ReplanScreen
 from relay_tui.widgets.panes import JobsTable
 
 
@@ -28,27 +30,33 @@ def commands(app: RelayApp) -> list[tuple[str, dict]]:
         ]
 
 
+async def select_row(pilot: Pilot[None], key: str) -> None:
+    await wait_loaded(pilot)
+    await cursor_to(pilot, key)
+
+
 async def select_task(pilot: Pilot[None], key: str) -> None:
     await wait_loaded(pilot)
-    pilot.app.screen.query_one(JobsTable).select_key(key)
-    await pilot.pause()
+    await cursor_to(pilot, key)
     assert isinstance(pilot.app, RelayApp)
-    assert pilot.app.selected_key == key
+    assert pilot.app.current_target().task_key == key
 
 
 @run_async
 async def test_every_modal_opens_and_closes(sample_app: RelayApp) -> None:
     async with sample_app.run_test(size=(120, 40)) as pilot:
-        await select_task(pilot, "search/docs")
-        for key, screen_type, close in (
-            ("c", ConfirmScreen, "n"),
-            ("p", GuidanceScreen, "escape"),
-            ("a", PinScreen, "escape"),
-            ("g", ConfirmScreen, "escape"),
-            ("question_mark", HelpScreen, "escape"),
-            ("enter", DetailScreen, "escape"),
-            ("ctrl+p", CommandPalette, "escape"),
+        for row, key, screen_type, close in (
+            ("search/docs", "c", ConfirmScreen, "n"),
+            ("search/docs", "p", ReplanScreen, "escape"),
+            ("search/docs", "a", PinScreen, "escape"),
+            ("billing/reports", "g", ConfirmScreen, "escape"),
+            ("billing/reports", "C", ConfirmScreen, "n"),
+            ("search/docs", "question_mark", HelpScreen, "escape"),
+            ("search/docs", "enter", DetailScreen, "escape"),
+            ("job:search", "enter", JobScreen, "escape"),
+            ("search/docs", "ctrl+p", CommandPalette, "escape"),
         ):
+            await select_row(pilot, row)
             await pilot.press(key)
             await wait_until(pilot, lambda t=screen_type: isinstance(pilot.app.screen, t))
             await pilot.press(close)
@@ -105,30 +113,52 @@ async def test_filter_by_state_and_text(sample_app: RelayApp) -> None:
         await wait_until(pilot, lambda: [k for k in table.row_keys if "/" in k] == ["search/ui"])
 
 
+def shown_panes(app: RelayApp) -> set[str]:
+    main = app.main_screen
+    return {name for name, _title in PANES if main.query_one(f"#{name}-pane").display}
+
+
 @run_async
-async def test_resizing_keeps_the_selection(sample_app: RelayApp) -> None:
+async def test_resizing_keeps_the_selection_and_picks_a_layout(sample_app: RelayApp) -> None:
+    everything = {name for name, _title in PANES}
     async with sample_app.run_test(size=(160, 48)) as pilot:
         await select_task(pilot, "search/ui")
         table = sample_app.main_screen.query_one(JobsTable)
-        for size in ((80, 24), (100, 30), (160, 48)):
+        for size, layout, shown in (
+            ((80, 24), "single", {"jobs"}),
+            ((140, 45), "columns", {"jobs", "running", "providers"}),
+            ((120, 36), "columns", {"jobs", "running", "providers"}),
+            ((160, 48), "grid", everything),
+        ):
             await pilot.resize_terminal(*size)
             await pilot.pause()
+            assert sample_app.main_screen.layout_name == layout
+            assert shown_panes(sample_app) == shown
             assert table.cursor_key == "search/ui"
-            assert sample_app.selected_key == "search/ui"
-        assert sample_app.main_screen.has_class("-narrow") is False
+            assert sample_app.current_target().task_key == "search/ui"
 
 
 @run_async
-async def test_tab_cycles_panes_in_small_terminals(sample_app: RelayApp) -> None:
+async def test_number_keys_and_tab_show_panes_where_the_layout_hides_them(
+    sample_app: RelayApp,
+) -> None:
     async with sample_app.run_test(size=(80, 24)) as pilot:
         await wait_loaded(pilot)
         main = sample_app.main_screen
-        assert main.has_class("-narrow")
         await pilot.press("tab")
-        assert main.query_one("#running-pane").display
-        assert not main.query_one("#jobs-pane").display
+        assert shown_panes(sample_app) == {"running"}
         await pilot.press("shift+tab")
-        assert main.query_one("#jobs-pane").display
+        assert shown_panes(sample_app) == {"jobs"}
+        await pilot.press("4")
+        assert shown_panes(sample_app) == {"planner"}
+        assert main.focused is main.query_one("#planner")
+        await pilot.resize_terminal(140, 45)
+        await pilot.pause()
+        assert shown_panes(sample_app) == {"jobs", "running", "planner"}
+        await pilot.press("5")
+        assert shown_panes(sample_app) == {"jobs", "running", "events"}
+        await pilot.press("1")
+        assert main.focused is main.query_one("#jobs")
 
 
 @run_async
@@ -159,7 +189,7 @@ async def test_console_follows_changes_written_by_others(tmp_path: Path) -> None
             from relay_engine.store import record_event
 
             record_event(session, "task.queued", "api queued", now=NOW, task_key="search/api")
-        app._nudge.set()
+        app.feed.nudge()
         await wait_until(
             pilot,
             lambda: app.snapshot is not None and app.snapshot.tasks["search/api"].state == "QUEUED",
@@ -208,7 +238,7 @@ async def test_config_reload_and_invalid_config_show_toasts(sample_app: RelayApp
                 now=NOW,
                 level="error",
             )
-        sample_app._nudge.set()
+        sample_app.feed.nudge()
 
         def toasts() -> dict[str, str]:
             # Textual has no public list of the toasts it is showing
@@ -216,3 +246,19 @@ async def test_config_reload_and_invalid_config_show_toasts(sample_app: RelayApp
 
         await wait_until(pilot, lambda: len(toasts()) == 2)
     assert toasts() == {"config.reloaded": "information", "config.invalid": "error"}
+
+
+@run_async
+async def test_closing_a_screen_before_its_reads_finish_is_harmless(sample_app: RelayApp) -> None:
+    """enter then escape at once: the worker's answer arrives for a screen that is gone."""
+    async with sample_app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        for row in ("job:search", "search/schema", "job:billing", "search/docs"):
+            await cursor_to(pilot, row)
+            for _ in range(5):
+                await type_keys(pilot, "enter", "escape", gap=0.15)
+            await pilot.pause(0.5)
+            assert sample_app.return_code is None
+            if sample_app.screen is not sample_app.main_screen:  # the last enter won the race
+                await pilot.press("escape")
+            assert sample_app.screen is sample_app.main_screen

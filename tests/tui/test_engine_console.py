@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from console_helpers import run_async, wait_until
+from console_helpers import cursor_to, run_async, wait_until
 from sqlmodel import col, select
 from textual.pilot import Pilot
 
@@ -19,7 +19,6 @@ from relay_engine.model import Execution, Task
 from relay_engine.store import Store
 from relay_tui.app import RelayApp
 from relay_tui.screens.modals import ConfirmScreen
-from relay_tui.widgets.panes import JobsTable
 
 pytest.importorskip("relay_engine.engine", reason="needs relay_engine/engine.py")
 pytestmark = pytest.mark.timeout(90)
@@ -81,9 +80,8 @@ async def wait_state(pilot: Pilot[None], app: RelayApp, key: str, *states: str) 
 async def select_task(pilot: Pilot[None], app: RelayApp, key: str) -> None:
     await wait_until(pilot, lambda: app.snapshot is not None and key in app.snapshot.tasks)
     await pilot.pause()
-    app.main_screen.query_one(JobsTable).select_key(key)
-    await pilot.pause()
-    assert app.selected_key == key
+    await cursor_to(pilot, key)
+    assert app.current_target().task_key == key
 
 
 async def wait_exit(app: RelayApp, timeout: float = 30.0) -> None:

@@ -1,188 +1,56 @@
 """The console's projection of the change feed.
 
 The console never asks the database "what is the state of everything" on the UI thread. A
-:class:`Projection` (owned by one worker thread) reads the events after the last id it saw,
+:class:`Projection` (owned by one reader thread) reads the events after the last id it saw,
 reloads only the tasks those events name, plus the small tables (jobs, plans, providers,
-agents, running executions), and returns an immutable :class:`Snapshot` whose
-``changed_tasks`` tells the widgets which rows to patch in place.
+agents, running executions, engines, waiting commands), and returns an immutable
+:class:`~relay_tui.views.Snapshot` whose ``changed_tasks`` tells the widgets which rows to
+patch in place.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
-from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
-from relay_engine.model import AgentRecord, Event, Execution, Job, Plan, ProviderLimit, Task
+from relay_engine.model import (
+    AgentRecord,
+    Command,
+    EngineRecord,
+    Event,
+    Execution,
+    Job,
+    Plan,
+    ProviderLimit,
+    Task,
+)
 from relay_engine.store import Store
+from relay_tui.views import (
+    TASK_COLUMNS,
+    AgentView,
+    CommandView,
+    EventView,
+    FleetView,
+    JobView,
+    PlanView,
+    ProviderView,
+    RunView,
+    Snapshot,
+    TaskView,
+    WaveView,
+)
 
 FULL_RELOAD_SECONDS = 30.0
 EVENT_BATCH = 5000
 EVENT_LOG_SIZE = 500
 
 
-@dataclass(frozen=True)
-class TaskView:
-    key: str
-    job_id: str
-    task_id: str
-    title: str
-    state: str
-    role: str
-    workstream: str | None
-    agent: str | None
-    provider: str | None
-    attempt: int
-    max_attempts: int
-    wave: int
-    dependencies: tuple[str, ...]
-    blocked_by: str | None
-    waiting_on_provider: str | None
-    not_before: float | None
-    execution_id: str | None
-    error: str | None
-    result_summary: str | None
-    started_at: float | None
-    finished_at: float | None
-    created_at: float
-
-    @classmethod
-    def from_row(cls, row: Task) -> TaskView:
-        return cls(
-            key=row.key,
-            job_id=row.job_id,
-            task_id=row.task_id,
-            title=row.title or row.task_id,
-            state=str(row.state),
-            role=row.role,
-            workstream=row.workstream,
-            agent=row.agent or row.pinned_agent,
-            provider=row.provider,
-            attempt=row.attempt,
-            max_attempts=row.max_attempts,
-            wave=row.wave,
-            dependencies=tuple(row.dependencies or ()),
-            blocked_by=row.blocked_by,
-            waiting_on_provider=row.waiting_on_provider,
-            not_before=row.not_before,
-            execution_id=row.execution_id,
-            error=row.error,
-            result_summary=row.result_summary,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            created_at=row.created_at,
-        )
-
-
-@dataclass(frozen=True)
-class JobView:
-    id: str
-    title: str
-    state: str
-    mode: str
-    wave_gate: str
-    approved_wave: int
-    priority: str
-    created_at: float
-
-
-@dataclass(frozen=True)
-class PlanView:
-    id: int
-    job_id: str
-    round: int
-    trigger: str
-    guidance: str | None
-    status: str
-    objective_status: str | None
-    assessment: str | None
-
-
-@dataclass(frozen=True)
-class RunView:
-    execution_id: str
-    task_key: str | None
-    job_id: str
-    plan_id: int | None
-    agent: str | None
-    provider: str | None
-    attempt: int
-    started_at: float | None
-    last_output: str | None
-    artifact_dir: str | None
-
-
-@dataclass(frozen=True)
-class ProviderView:
-    provider: str
-    status: str
-    reset_at: float | None
-    source_text: str | None
-    parked: int
-    running: int
-
-
-@dataclass(frozen=True)
-class AgentView:
-    id: str
-    provider: str
-    roles: tuple[str, ...]
-    enabled: bool
-
-
-@dataclass(frozen=True)
-class EventView:
-    id: int
-    at: float
-    kind: str
-    level: str
-    message: str
-    job_id: str | None
-    task_key: str | None
-
-
-@dataclass(frozen=True)
-class WaveView:
-    job_id: str
-    wave: int
-    total: int
-    done: int
-    failed: int
-    running: int
-    awaiting_approval: bool
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything the panes show, at one instant; never mutated after creation."""
-
-    tasks: Mapping[str, TaskView]
-    jobs: tuple[JobView, ...]
-    plans: tuple[PlanView, ...]
-    waves: tuple[WaveView, ...]
-    runs: tuple[RunView, ...]
-    providers: tuple[ProviderView, ...]
-    agents: tuple[AgentView, ...]
-    new_events: tuple[EventView, ...]
-    changed_tasks: frozenset[str]
-    structure_changed: bool
-    first: bool
-    last_event_id: int
-    previous_states: Mapping[str, str] = field(default_factory=dict)
-    job_progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """job id -> (succeeded, total) tasks, counted here so the UI thread never walks 5,000."""
-    state_counts: Mapping[str, int] = field(default_factory=dict)
-
-    def provider(self, name: str | None) -> ProviderView | None:
-        return next((p for p in self.providers if p.provider == name), None)
-
-
-def _event_view(row: Event) -> EventView:
+def event_view(row: Event) -> EventView:
     return EventView(
         id=row.id or 0,
         at=row.at,
@@ -197,12 +65,27 @@ def _event_view(row: Event) -> EventView:
 class Projection:
     """Incrementally mirrors the database; one instance per reader thread."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease_seconds: float = 90.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
+        self.lease_seconds = lease_seconds
+        self.clock = clock
         self.last_event_id = 0
         self._tasks: dict[str, TaskView] = {}
         self._loaded_once = False
         self._last_full = 0.0
+        self._watched: set[int] = set()
+        self._watch_lock = threading.Lock()
+
+    def watch_command(self, command_id: int) -> None:
+        """Report this command's outcome in the snapshot after some engine applied it."""
+        with self._watch_lock:
+            self._watched.add(command_id)
 
     def load(self) -> Snapshot:
         events = self._read_events()
@@ -221,6 +104,8 @@ class Projection:
             runs = tuple(_runs(session))
             limits = list(session.exec(select(ProviderLimit)))
             agents = tuple(_agents(session))
+            fleet = self._fleet(session)
+            outcomes = self._outcomes(session)
         first = not self._loaded_once
         self._loaded_once = True
         tasks = MappingProxyType(dict(self._tasks))
@@ -232,7 +117,7 @@ class Projection:
             runs=runs,
             providers=tuple(provider_views(limits, agents, runs, tasks.values())),
             agents=agents,
-            new_events=tuple(_event_view(e) for e in events),
+            new_events=tuple(event_view(e) for e in events),
             changed_tasks=changed,
             structure_changed=structure or first,
             first=first,
@@ -241,8 +126,48 @@ class Projection:
                 k: v.state for k, v in before.items() if v is not None and k in changed
             },
             job_progress=job_progress(tasks.values()),
-            state_counts=Counter(t.state for t in tasks.values()),
+            state_counts=Counter(t.shown_state for t in tasks.values()),
+            fleet=fleet,
+            command_outcomes=outcomes,
         )
+
+    def _fleet(self, session: Session) -> FleetView:
+        now = self.clock()
+        alive = session.exec(
+            select(func.count(), func.max(EngineRecord.heartbeat_at)).where(
+                col(EngineRecord.stopped_at).is_(None),
+                col(EngineRecord.heartbeat_at) >= now - self.lease_seconds,
+            )
+        ).one()
+        waiting = session.exec(select(func.count()).where(col(Command.applied_at).is_(None))).one()
+        count, newest = alive
+        age = max(0.0, now - newest) if newest is not None else None
+        return FleetView(engines_alive=int(count), heartbeat_age=age, commands_waiting=int(waiting))
+
+    def _outcomes(self, session: Session) -> tuple[CommandView, ...]:
+        with self._watch_lock:
+            watched = sorted(self._watched)
+        if not watched:
+            return ()
+        rows = session.exec(
+            select(Command).where(
+                col(Command.id).in_(watched), col(Command.applied_at).is_not(None)
+            )
+        )
+        found = tuple(
+            CommandView(
+                id=row.id or 0,
+                kind=row.kind,
+                payload=dict(row.payload or {}),
+                applied=True,
+                succeeded=row.succeeded,
+                outcome=row.outcome,
+            )
+            for row in rows
+        )
+        with self._watch_lock:
+            self._watched.difference_update(c.id for c in found)
+        return found
 
     def _read_events(self) -> list[Event]:
         events: list[Event] = []
@@ -260,7 +185,8 @@ class Projection:
     def _reload_all(self, session: Session) -> dict[str, TaskView | None]:
         """Reload every task; returns the previous views (all of them)."""
         before: dict[str, TaskView | None] = dict(self._tasks)
-        self._tasks = {row.key: TaskView.from_row(row) for row in session.exec(select(Task))}
+        rows = session.exec(select(*TASK_COLUMNS))  # type: ignore[call-overload]
+        self._tasks = {row.key: TaskView.from_row(row) for row in rows}
         self._last_full = time.monotonic()
         return before
 
@@ -279,13 +205,14 @@ class Projection:
         if job_ids:
             for key in [k for k, t in self._tasks.items() if t.job_id in job_ids]:
                 before[key] = self._tasks.pop(key)
-            rows = session.exec(select(Task).where(col(Task.job_id).in_(job_ids)))
+            rows = session.exec(select(*TASK_COLUMNS).where(col(Task.job_id).in_(job_ids)))  # type: ignore[call-overload]
             for row in rows:
                 before.setdefault(row.key, None)
                 self._tasks[row.key] = TaskView.from_row(row)
         keys -= set(before)
         for chunk in _chunks(sorted(keys), 500):
-            found = {r.key: r for r in session.exec(select(Task).where(col(Task.key).in_(chunk)))}
+            query = select(*TASK_COLUMNS).where(col(Task.key).in_(chunk))  # type: ignore[call-overload]
+            found = {r.key: r for r in session.exec(query)}
             for key in chunk:
                 before[key] = self._tasks.get(key)
                 row = found.get(key)
@@ -312,6 +239,11 @@ def _jobs(session: Session) -> Iterable[JobView]:
             approved_wave=row.approved_wave,
             priority=row.priority,
             created_at=row.created_at,
+            objective=row.objective,
+            repo_path=row.repo_path,
+            base_branch=row.base_branch,
+            job_branch=row.job_branch,
+            error=row.error,
         )
 
 
@@ -326,6 +258,9 @@ def _plans(session: Session) -> Iterable[PlanView]:
             status=str(row.status),
             objective_status=row.objective_status,
             assessment=row.assessment,
+            error=row.error,
+            rejection=row.rejection,
+            generated_task_ids=tuple(row.generated_task_ids or ()),
         )
 
 
@@ -411,34 +346,6 @@ def wave_views(jobs: Iterable[JobView], tasks: Iterable[TaskView]) -> Iterable[W
                 counts["FAILED"],
                 counts["RUNNING"],
                 awaiting,
+                counts["CANCELLED"],
             )
             previous_done = previous_done and counts["SUCCEEDED"] == total
-
-
-def task_detail(store: Store, key: str, event_limit: int = 200) -> dict[str, Any]:
-    """Everything the detail screen shows about one task (read in a worker)."""
-    with store.read() as session:
-        task = session.get(Task, key)
-        if task is None:
-            return {"task": None, "executions": [], "events": []}
-        executions = list(
-            session.exec(
-                select(Execution)
-                .where(col(Execution.task_key) == key)
-                .order_by(col(Execution.started_at).desc(), col(Execution.id).desc())
-                .limit(8)
-            )
-        )
-        events = list(
-            session.exec(
-                select(Event)
-                .where(col(Event.task_key) == key)
-                .order_by(col(Event.id).desc())
-                .limit(event_limit)
-            )
-        )
-        return {
-            "task": task,
-            "executions": executions,
-            "events": [_event_view(e) for e in reversed(events)],
-        }

@@ -1,0 +1,76 @@
+"""Reads for the task and job screens (run in workers: they may touch git and many rows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlmodel import col, select
+
+from relay_engine.model import Event, Execution, Job, Plan, Task
+from relay_engine.store import Store
+from relay_tui.projection import event_view
+from relay_tui.views import EventView
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    task: Task | None
+    job: Job | None = None
+    executions: list[Execution] = field(default_factory=list)
+    events: list[EventView] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: Job | None
+    tasks: list[Task] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)
+
+
+def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
+    """Everything the detail screen shows about one task."""
+    with store.read() as session:
+        task = session.get(Task, key)
+        if task is None:
+            return TaskDetail(None)
+        executions = list(
+            session.exec(
+                select(Execution)
+                .where(col(Execution.task_key) == key)
+                .order_by(col(Execution.started_at).desc(), col(Execution.id).desc())
+                .limit(8)
+            )
+        )
+        events = list(
+            session.exec(
+                select(Event)
+                .where(col(Event.task_key) == key)
+                .order_by(col(Event.id).desc())
+                .limit(event_limit)
+            )
+        )
+        return TaskDetail(
+            task=task,
+            job=session.get(Job, task.job_id),
+            executions=executions,
+            events=[event_view(e) for e in reversed(events)],
+        )
+
+
+def job_detail(store: Store, job_id: str) -> JobDetail:
+    """A job with its tasks and plan rounds, for the job view."""
+    with store.read() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            return JobDetail(None)
+        tasks = list(
+            session.exec(
+                select(Task)
+                .where(Task.job_id == job_id)
+                .order_by(col(Task.created_at), col(Task.key))
+            )
+        )
+        plans = list(
+            session.exec(select(Plan).where(Plan.job_id == job_id).order_by(col(Plan.round)))
+        )
+        return JobDetail(job=job, tasks=tasks, plans=plans)

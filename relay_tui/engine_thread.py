@@ -1,0 +1,93 @@
+"""The engine the console embeds: one thread of its own, started on mount, stopped on quit.
+
+Kept apart from the app so its lifecycle (start, stop with release, report how it ended)
+reads in one place and the app only hears about it through callbacks.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from relay_engine.config import RelayConfig
+from relay_engine.store import Store
+
+STOP_TIMEOUT = 20.0
+
+
+class EngineThread:
+    """Runs :class:`relay_engine.engine.Engine` in a daemon thread.
+
+    ``on_change`` is called (from the engine thread) whenever a tick changed something, and
+    ``on_stopped`` once when the loop has ended, with the error that ended it or None.
+    """
+
+    def __init__(
+        self,
+        workspace: Path,
+        store: Store,
+        config: RelayConfig,
+        *,
+        on_change: Callable[[], None],
+        on_stopped: Callable[[str | None], None],
+    ) -> None:
+        self.workspace = workspace
+        self.store = store
+        self.config = config
+        self.engine: Any = None
+        self._on_change = on_change
+        self._on_stopped = on_stopped
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._done.is_set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="relay-engine", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        error: str | None = None
+        try:
+            from relay_engine.engine import Engine
+
+            engine = Engine(self.workspace, store=self.store, config=self.config)
+            engine.subscribe(self._on_change)
+            self.engine = engine
+            if not self._stop.is_set():
+                engine.run(self._stop)
+        except Exception as exc:  # reported to the operator; the console keeps running
+            error = (
+                f"the engine stopped: {exc!r}"
+                if self.engine
+                else f"the engine could not start: {exc}"
+            )
+        finally:
+            self._done.set()
+            self._on_stopped(error)
+
+    def submit(self, kind: str, payload: dict[str, Any]) -> int:
+        """Through the engine's inbox (it wakes at once), or the Command table before it runs."""
+        if self.engine is not None and self.running:
+            return int(self.engine.submit_command(kind, payload))
+        return self.store.enqueue_command(kind, payload)
+
+    def live_count(self) -> int:
+        return self.engine.live_count() if self.engine is not None and self.running else 0
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Blocking: stop the loop, release live agents to the queue, wait for the thread."""
+        self._stop.set()
+        if self.engine is not None:
+            try:
+                self.engine.stop(release=True, timeout=timeout)
+            except Exception as error:  # the console must still exit
+                print(f"relay-tui: stopping the engine failed: {error}", file=sys.stderr)
+        if self._thread is not None:
+            self._done.wait(timeout)

@@ -1,0 +1,168 @@
+"""One job: its dependency graph, its plan rounds (planner and assessor text), its branch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from relay_engine.model import Plan, Task
+from relay_engine.store import Store
+from relay_tui.details import JobDetail, job_detail
+from relay_tui.gitview import Diff, job_diff
+from relay_tui.graph import GraphNode, node_seconds, render_graph
+from relay_tui.messages import DetailRead
+from relay_tui.screens.base import ClosesOnce
+from relay_tui.screens.main import fit_footer
+from relay_tui.views import Snapshot
+from relay_tui.widgets.style import styled
+
+NARROW_WIDTH = 120
+
+
+def graph_nodes(tasks: list[Task], now: float) -> list[GraphNode]:
+    return [
+        GraphNode(
+            id=t.task_id,
+            label=t.task_id,
+            state="BLOCKED" if t.state == "DRAFT" and t.blocked_by else str(t.state),
+            wave=t.wave,
+            dependencies=tuple(t.dependencies or ()),
+            seconds=node_seconds(t.story_size, t.started_at, t.finished_at, now),
+        )
+        for t in tasks
+    ]
+
+
+class JobScreen(ClosesOnce, Screen[None]):
+    BINDINGS = [
+        Binding("escape,backspace", "back", "Back", id="job-close"),
+        Binding("C", "app.cancel_job", "Cancel job", id="cancel-job"),
+        Binding("p", "app.replan", "Replan", id="replan"),
+        Binding("g", "app.approve", "Approve wave", id="approve"),
+    ]
+
+    def __init__(self, store: Store, job_id: str, styles: Mapping[str, str]) -> None:
+        super().__init__()
+        self.store = store
+        self.job_id = job_id
+        self.state_styles = styles
+        self.loaded = threading.Event()
+        self.task_count = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="job-title")
+        with Horizontal(id="job-body"):
+            with ScrollableContainer(id="job-graph-box"):
+                yield Static(id="job-graph")
+            with VerticalScroll(id="job-facts"):
+                yield Static("Branch", classes="section")
+                yield Static(id="job-branch")
+                yield Static("Plan rounds", classes="section")
+                yield Static(id="job-plans")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#job-graph-box").border_title = "Dependency graph (by wave)"
+        self.reload()
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        fit_footer(self.query_one(Footer), event.size.width)
+
+    def action_back(self) -> None:
+        self.close_once()
+
+    def concerns(self, snapshot: Snapshot) -> bool:
+        """Whether a snapshot changed anything this screen shows."""
+        return any(key.startswith(f"{self.job_id}/") for key in snapshot.changed_tasks) or any(
+            e.job_id == self.job_id and not e.task_key for e in snapshot.new_events
+        )
+
+    @work(thread=True, exclusive=True, group="job")
+    def reload(self) -> None:
+        detail = job_detail(self.store, self.job_id)
+        job = detail.job
+        diff = job_diff(job.repo_path, job.id, job.base_branch) if job else Diff(missing="")
+        now = getattr(self.app, "clock", time.time)()
+        lines = render_graph(graph_nodes(detail.tasks, now), self.state_styles)
+        self.post_message(DetailRead(lambda: self._show(detail, diff, lines)))
+
+    @on(DetailRead)
+    def _detail_read(self, message: DetailRead) -> None:
+        message.show()
+
+    def _show(self, detail: JobDetail, diff: Diff, graph: list[Text]) -> None:
+        if not self.is_attached:  # closed while the worker read
+            return
+        job = detail.job
+        title = self.query_one("#job-title", Static)
+        if job is None:
+            title.update(Text(f"job {self.job_id}: not found"))
+            self.loaded.set()
+            return
+        self.task_count = len(detail.tasks)
+        head = Text.assemble((f" {job.id} ", "bold reverse"), " ", job.title or "", "  ")
+        head.append_text(styled(str(job.state).lower(), str(job.state), self.state_styles))
+        head.append(f" · {job.mode} · {job.priority} · wave gate {job.wave_gate}")
+        title.update(head)
+        self.query_one("#job-graph", Static).update(Text("\n").join(graph))
+        self.query_one("#job-branch", Static).update(branch_text(diff))
+        self.query_one("#job-plans", Static).update(plans_text(detail, self.state_styles))
+        self.loaded.set()
+
+
+def branch_text(diff: Diff) -> Text:
+    if diff.missing:
+        return Text(diff.missing, style="dim")
+    text = Text(f"{diff.branch} → {diff.base}\n", style="bold")
+    text.append(diff.stat.strip() or "no changes yet")
+    return text
+
+
+def plans_text(detail: JobDetail, styles: Mapping[str, str]) -> Text:
+    """Each round: trigger, guidance, status; the planner's assessment; the assessor's verdicts."""
+    text = Text()
+    if not detail.plans:
+        text.append("No planner rounds: the tasks were given in the job file.\n", style="dim")
+    for plan in detail.plans:
+        text.append_text(_plan_text(plan, styles))
+    assessments = [t for t in detail.tasks if t.kind == "assess" and t.result_summary]
+    if assessments:
+        text.append("\nAssessor\n", style="bold")
+        for task in assessments:
+            text.append(f"{task.title}: ", style="italic")
+            text.append(f"{task.result_summary}\n")
+    if detail.job is not None and detail.job.error:
+        text.append("\nWhy it ended: ", style="bold")
+        text.append(detail.job.error)
+    return text
+
+
+def _plan_text(plan: Plan, styles: Mapping[str, str]) -> Text:
+    text = Text()
+    text.append(f"round {plan.round} ", style="bold")
+    text.append_text(styled(str(plan.status).lower(), str(plan.status), styles))
+    text.append(f" · {plan.trigger}")
+    if plan.objective_status:
+        text.append(f" · objective {plan.objective_status.replace('_', ' ')}")
+    text.append("\n")
+    if plan.guidance:
+        text.append(f"  guidance: “{plan.guidance}”\n", style="italic")
+    if plan.assessment:
+        text.append(f"  planner: {plan.assessment}\n")
+    if plan.generated_task_ids:
+        text.append(f"  planned: {', '.join(plan.generated_task_ids)}\n", style="dim")
+    problem = plan.error or plan.rejection
+    if problem:
+        text.append(f"  {'failed' if plan.error else 'rejected'}: {problem}\n", style="red")
+    return text

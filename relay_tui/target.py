@@ -1,0 +1,70 @@
+"""What a key acts on: the cursor row of the focused pane, read at the moment of the key.
+
+Nothing here is remembered between keys. A table that gains its first row reports that row
+highlighted even when it has no focus; a selection kept from such events is how keys used to
+hit a task the operator never pointed at. Reading the focused pane's cursor when the key
+arrives cannot be wrong in that way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relay_tui.views import Snapshot, TaskView
+
+
+@dataclass(frozen=True)
+class Target:
+    """A row the operator pointed at; ``task_key`` and ``job_id`` are None when absent."""
+
+    pane: str
+    row_key: str | None = None
+    task_key: str | None = None
+    job_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What the status bar shows after ``▶``."""
+        if self.task_key:
+            return self.task_key
+        if self.job_id and self.row_key and self.row_key.startswith("run:"):
+            return f"{self.job_id} planner"
+        if self.job_id:
+            return f"job {self.job_id}"
+        return self.row_key or ""
+
+    def task(self, snapshot: Snapshot | None) -> TaskView | None:
+        if snapshot is None or self.task_key is None:
+            return None
+        return snapshot.tasks.get(self.task_key)
+
+
+NOTHING = Target("none")
+
+
+def target_of_row(pane: str, row_key: str | None, snapshot: Snapshot | None) -> Target:
+    """The task and/or job a row of ``pane`` stands for."""
+    if row_key is None:
+        return Target(pane)
+    if pane in ("jobs", "planner"):
+        return _job_or_task_row(pane, row_key, snapshot)
+    if pane == "running":
+        run = snapshot.run(row_key) if snapshot else None
+        if run is None:
+            return Target(pane, row_key)
+        if run.task_key:
+            return Target(pane, row_key, run.task_key, run.job_id)
+        return Target(pane, f"run:{row_key}", None, run.job_id)
+    return Target(pane, row_key)
+
+
+def _job_or_task_row(pane: str, row_key: str, snapshot: Snapshot | None) -> Target:
+    kind, _, rest = row_key.partition(":")
+    if kind == "job":
+        return Target(pane, row_key, None, rest)
+    if kind == "wave":
+        return Target(pane, row_key, None, rest.rpartition(":")[0])
+    if kind == "plan":
+        plan = next((p for p in snapshot.plans if str(p.id) == rest), None) if snapshot else None
+        return Target(pane, row_key, None, plan.job_id if plan else None)
+    return Target(pane, row_key, row_key, row_key.partition("/")[0])

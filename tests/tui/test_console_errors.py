@@ -1,0 +1,103 @@
+"""What the operator sees when something goes wrong: refusals, rejections, crashes, typos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from console_helpers import (
+    attached_app,
+    cursor_to,
+    finish_then_apply,
+    run_async,
+    wait_loaded,
+    wait_until,
+)
+
+from relay_engine.store import Store, record_event
+from relay_tui import cli
+from relay_tui.app import RelayApp
+from relay_tui.sample import NOW, write_sample
+
+
+def toasts(app: RelayApp) -> list[tuple[str, str]]:
+    return [(n.severity, n.message) for n in app._notifications]
+
+
+def header(app: RelayApp) -> str:
+    return str(app.main_screen.query_one("#header").render())
+
+
+@run_async
+async def test_a_refused_command_is_an_error_toast_with_the_full_reason(tmp_path: Path) -> None:
+    url = write_sample(tmp_path)
+    app = attached_app(tmp_path, url)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_loaded(pilot)
+        assert "engine: none running — 0 commands waiting" in header(app)
+        await cursor_to(pilot, "search/fixtures")
+        await pilot.press("r")
+        await wait_until(pilot, lambda: "1 command waiting" in header(app))
+        assert (
+            "warning",
+            "retry search/fixtures is waiting: no engine is running to apply it.",
+        ) in toasts(app)
+        finish_then_apply(url, "search/fixtures")
+        reason = "retry refused: task search/fixtures is SUCCEEDED; only FAILED or CANCELLED retry"
+        await wait_until(pilot, lambda: ("error", reason) in toasts(app))
+        await wait_until(pilot, lambda: "0 commands waiting" in header(app))
+
+
+@run_async
+async def test_planner_rejections_are_error_toasts(tmp_path: Path) -> None:
+    url = write_sample(tmp_path)
+    app = attached_app(tmp_path, url)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        store = Store(url)
+        reason = "job billing round 3 attempt 1: objective_status: required field missing"
+        with store.write() as session:
+            record_event(
+                session, "plan.rejected", reason, now=NOW, job_id="billing", level="warning"
+            )
+        store.dispose()
+        app.feed.nudge()
+        await wait_until(pilot, lambda: ("error", reason) in toasts(app))
+
+
+def test_db_pointing_at_a_missing_sqlite_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere" / "x.db"
+    assert cli.main(["--db", f"sqlite:///{missing}"]) == 2
+    error = capsys.readouterr().err
+    assert f"no database file at {missing}" in error and "--create" in error
+    assert not missing.parent.exists()  # nothing was created on the way
+    assert cli.missing_sqlite_file(f"sqlite:///{missing}") == missing
+    assert cli.missing_sqlite_file("postgresql://u@h/db") is None
+
+
+class CrashingApp(RelayApp):
+    def action_help(self) -> None:
+        raise RuntimeError("boom in the console")
+
+
+def test_a_crash_writes_its_traceback_and_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = write_sample(tmp_path)
+
+    original = CrashingApp.on_ready
+
+    def on_ready(self: CrashingApp) -> None:
+        original(self)
+        self.call_later(self.action_help)
+
+    monkeypatch.setattr(CrashingApp, "on_ready", on_ready)
+    code = cli.run(tmp_path, url, False, app_class=CrashingApp, headless=True)
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "relay-tui crashed: RuntimeError: boom in the console" in error
+    report = Path(error.split("The traceback is in ")[1].split("\n")[0])
+    assert report.parent == tmp_path / ".relay" / "logs"
+    assert "boom in the console" in report.read_text() and "action_help" in report.read_text()
