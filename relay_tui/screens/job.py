@@ -15,10 +15,10 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from relay_engine.diffs import Diff, job_diff
 from relay_engine.model import Plan, Task
 from relay_engine.store import Store
 from relay_tui.details import JobDetail, job_detail
-from relay_tui.gitview import Diff, job_diff
 from relay_tui.graph import GraphNode, node_seconds, render_graph
 from relay_tui.messages import DetailRead
 from relay_tui.screens.base import ClosesOnce
