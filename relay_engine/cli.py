@@ -87,7 +87,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     store = _store(args)
     check_batch(store, specs)
     for spec in specs:
-        outcome = submit_job(store, spec, now=time.time())
+        outcome = submit_job(store, spec, now=time.time(), engine=config.engine)
         verb = "submitted" if outcome.created else "unchanged (already submitted)"
         console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
     return 0
@@ -297,6 +297,10 @@ def _plan_payload(args: argparse.Namespace) -> dict:
     return {"job": args.job, "plan": plan, "roles": roles}
 
 
+def _budget_payload(args: argparse.Namespace) -> dict:
+    return {"job": args.job, "add_usd": args.add_usd, "add_tokens": args.add_tokens}
+
+
 def _pin_payload(args: argparse.Namespace) -> dict:
     if "/" in args.job:
         return {"task": args.job, "agent": args.agent}
@@ -421,6 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
     replan.add_argument("job")
     replan.add_argument("--guidance", "-g", default="", help="what the planner should change")
     replan.set_defaults(func=_command("replan", lambda a: {"job": a.job, "guidance": a.guidance}))
+    budget = sub.add_parser("budget", help="raise a job's budget; work parked on it resumes")
+    budget.add_argument("job")
+    budget.add_argument("--add", type=float, dest="add_usd", help="dollars to add")
+    budget.add_argument("--tokens", type=int, dest="add_tokens", help="tokens to add")
+    budget.set_defaults(func=_command("budget", _budget_payload))
     approve = sub.add_parser("approve", help="approve the next wave of a gated job")
     approve.add_argument("job")
     approve.set_defaults(func=_command("approve", lambda a: {"job": a.job}))

@@ -59,6 +59,9 @@ class EngineConfig(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     tick_seconds: float = Field(default=0.5, gt=0, le=60)
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
+    default_budget_usd: float | None = Field(default=None, ge=0)  # for jobs without their own
+    default_budget_tokens: int | None = Field(default=None, ge=0)
+    budget_warn_at: float = Field(default=0.8, gt=0, le=1)  # share of a budget that warns
 
 
 class GitConfig(_Strict):
@@ -93,6 +96,7 @@ class AgentConfig(_Strict):
     command: Argv | None = None
     access: Literal["read-only", "workspace-write", "full"] = "workspace-write"
     args: tuple[str, ...] = ()  # appended verbatim to the CLI's argv
+    daily_budget_usd: float | None = Field(default=None, ge=0)
 
     @field_validator("roles")
     @classmethod
@@ -110,6 +114,10 @@ class PriceConfig(_Strict):
     cached: float | None = Field(default=None, ge=0)
 
 
+class ProviderConfig(_Strict):
+    daily_budget_usd: float | None = Field(default=None, ge=0)
+
+
 class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
     notifications: NotificationConfig = NotificationConfig()
@@ -117,6 +125,9 @@ class RelayConfig(_Strict):
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)
+    providers: dict[Literal["claude", "codex", "gemini", "command", "sim"], ProviderConfig] = Field(
+        default_factory=dict
+    )
 
     @field_validator("agents")
     @classmethod

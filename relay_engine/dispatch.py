@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, text
 from sqlmodel import Session, col, func, select, update
 
+from relay_engine import budgets
 from relay_engine.availability import Availability, is_probing
 from relay_engine.config import AgentConfig, RelayConfig
 from relay_engine.model import Assignment, Execution, Job, Task
@@ -194,7 +195,10 @@ def claim_batch(
         if not store.is_sqlite:
             session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
         busy = _busy_scopes(session)
+        spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
         for task, selected in wanted:
+            if task.job_id in spent:
+                continue  # its budget ran out since dispatch read it: the next pass parks it
             if len(busy) >= capacity:
                 break
             if _lock_held(task, busy):
@@ -204,6 +208,13 @@ def claim_batch(
                 claims.append(claimed)
                 busy.append((task.job_id, task.workstream))
     return claims
+
+
+def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
+    """Jobs whose budget is spent, read inside the claim transaction: two engines cannot
+    both start work on the last dollar."""
+    jobs = session.exec(select(Job).where(col(Job.id).in_(sorted(job_ids)))).all()
+    return set(budgets.job_holds(session, jobs))
 
 
 def _claim_one(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relay_engine import agent_status, assignments, commands, planning, pulls
+from relay_engine import agent_status, assignments, budgets, commands, planning, pulls
 
 HANDLERS: dict[str, commands.Handler] = {
     **commands.HANDLERS,
@@ -10,6 +10,7 @@ HANDLERS: dict[str, commands.Handler] = {
     "approve": planning.approve_wave,
     "install_plan": planning.install_plan,
     "pin": assignments.pin_agent,
+    "budget": budgets.raise_budget,
     "agent.reset": agent_status.reset,
     "merge": pulls.request_merge,
     "close": pulls.request_close,

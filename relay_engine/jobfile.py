@@ -48,6 +48,8 @@ class JobDef(BaseModel):
     max_plan_rounds: int = Field(5, ge=1, le=100)
     after: list[Identifier] = Field(default_factory=list)
     troubleshoot: bool = True
+    budget_usd: float | None = Field(None, ge=0)
+    budget_tokens: int | None = Field(None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -57,7 +59,14 @@ class JobDef(BaseModel):
         return data
 
 
-FIELDS_SINCE_0_1 = ("review", "max_review_rounds", "after", "troubleshoot")
+FIELDS_SINCE_0_1 = (
+    "review",
+    "max_review_rounds",
+    "after",
+    "troubleshoot",
+    "budget_usd",
+    "budget_tokens",
+)
 """Job fields newer than the first release; see :meth:`JobSpec.spec_hash`."""
 
 

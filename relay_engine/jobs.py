@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, select
 
+from relay_engine.config import EngineConfig
 from relay_engine.jobfile import JobSpec
 from relay_engine.model import Job, Task
 from relay_engine.scheduler import waves
@@ -39,8 +40,12 @@ def split_key(key: str) -> tuple[str, str]:
     return job_id, task_id
 
 
-def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
-    """Store a job and its tasks in one transaction, or nothing at all."""
+def submit_job(
+    store: Store, spec: JobSpec, *, now: float, engine: EngineConfig | None = None
+) -> SubmitOutcome:
+    """Store a job and its tasks in one transaction, or nothing at all.
+
+    ``engine`` gives the workspace's default budgets to a job that names none."""
     job_def = spec.job
     with store.write() as session:
         existing = session.get(Job, job_def.id)
@@ -67,6 +72,10 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
                 state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
                 after=list(job_def.after),
                 troubleshoot=job_def.troubleshoot,
+                budget_usd=_first(job_def.budget_usd, engine and engine.default_budget_usd),
+                budget_tokens=_first(
+                    job_def.budget_tokens, engine and engine.default_budget_tokens
+                ),
                 spec_hash=spec.spec_hash(),
                 source_path=str(spec.source),
                 max_plan_rounds=job_def.max_plan_rounds,
@@ -85,6 +94,10 @@ def submit_job(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome:
             job_id=job_def.id,
         )
     return SubmitOutcome(job_def.id, created=True, task_count=len(spec.tasks))
+
+
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
 
 
 def add_tasks(

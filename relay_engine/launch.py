@@ -171,6 +171,7 @@ def record_spawn(
     redactor: Redactor,
 ) -> None:
     """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
+    live.started_at = now
     session.exec(
         update(Execution)
         .where(col(Execution.id) == request.execution_id)

@@ -28,6 +28,12 @@ class LiveExecution:
     last_output: str = ""
     saved_output: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None  # on the engine's clock, when its start was recorded
+
+    def timed_out(self, now: float) -> bool:
+        """Past its timeout on the engine's clock (the one ``now`` comes from)."""
+        started = self.started_at if self.started_at is not None else self.process.started_at
+        return now - started > self.process.spec.timeout_s
 
     def stop(self, reason: StopReason, grace_s: float) -> None:
         """Ask the process group to stop; the first reason given is the one recorded."""

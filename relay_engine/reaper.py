@@ -13,7 +13,7 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select, update
 
-from relay_engine import agent_status, assignments, dispatch
+from relay_engine import agent_status, assignments, budgets, dispatch
 from relay_engine.completion import (
     LimitDecision,
     apply_outcome,
@@ -65,7 +65,7 @@ class Reaper:
             self._watch_stderr(live, now)
             if live.parser.report.failure is not None and live.stop_reason is None:
                 live.stop(StopReason.UNAVAILABLE, 2.0)  # e.g. codex waiting for the network
-            if live.process.timed_out(now) and live.stop_reason is None:
+            if live.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, self.runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
                 del self.runtime.live[live.execution_id]
@@ -82,6 +82,8 @@ class Reaper:
                 else:
                     task = owned.get(exit_.live.task_key or "")
                     self.on_complete(session, exit_.live, exit_.outcome, now, task)
+            warn_at = self.runtime.config.engine.budget_warn_at
+            budgets.announce(session, {e.live.job_id for e in finished}, warn_at, now)
         return True
 
     def _watch_stderr(self, live: LiveExecution, now: float) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlmodel import Session, col, select
 
-from relay_engine import agent_status, dispatch
+from relay_engine import agent_status, budgets, dispatch
 from relay_engine.completion import finish_execution_row, limited_providers, record_limit
 from relay_engine.gates import advance_assess_gate
 from relay_engine.launch import LaunchRequest, record_spawn
@@ -97,8 +97,13 @@ class PlannerRounds:
             ).all()
             limits = limited_providers(session)
             availability = agent_status.availability_map(session)
+            availability |= budgets.agent_holds(session, self.runtime.config, now)
+            jobs = session.exec(select(Job).where(col(Job.id).in_({p.job_id for p in waiting})))
+            spent = budgets.job_holds(session, jobs.all())
         started = False
         for plan in waiting:
+            if plan.job_id in spent:
+                continue  # a planner round costs like any run: it waits for a raised budget
             view = dispatch.QueueView([], [], {}, limits, {}, availability)
             started |= self._start(plan, view, now)
         return started
@@ -243,8 +248,12 @@ class PlannerRounds:
         return {r for r in rows if r}
 
     def planning_active(self, session: Session) -> bool:
-        query = select(Plan.id).where(Plan.status == PlanState.PLANNING).limit(1)
-        return session.exec(query).first() is not None
+        """A planner runs or will start; one held by a spent budget waits on the operator."""
+        rounds = session.exec(select(Plan).where(Plan.status == PlanState.PLANNING)).all()
+        if any(plan.execution_id for plan in rounds):
+            return True
+        jobs = session.exec(select(Job).where(col(Job.id).in_({p.job_id for p in rounds}))).all()
+        return len(budgets.job_holds(session, jobs)) < len({p.job_id for p in rounds})
 
 
 class _PlannerTask:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from relay_engine import agent_status, assignments, dispatch
+from relay_engine import agent_status, assignments, budgets, dispatch
 from relay_engine.completion import (
     fail_or_retry,
     fail_task,
@@ -68,10 +68,16 @@ class Starter:
             if not view.queued or len(view.running) >= capacity:
                 return False
             running = dispatch.running_by_agent(session)
-            view = replace(view, availability=agent_status.availability_map(session))
+            spent = budgets.job_holds(session, view.jobs.values())
+            unavailable = agent_status.availability_map(session)
+            unavailable |= budgets.agent_holds(session, self.runtime.config, now)
+            view = replace(view, availability=unavailable)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         for task in dispatch.choose(view, capacity):
+            if task.job_id in spent:
+                changed |= self._park_on_budget(task.key, spent[task.job_id], now)
+                continue
             selection = dispatch.pick_agent(task, view, self.runtime.config, running, now)
             if isinstance(selection, Selected):
                 wanted.append((task, selection))
@@ -230,6 +236,14 @@ class Starter:
             data={"provider": park.provider, "until": park.until, "agent": park.agent},
             **extra,
         )
+
+    def _park_on_budget(self, key: str, hold: budgets.Hold, now: float) -> bool:
+        with self.runtime.store.write() as session:
+            fresh = self._unclaimed(session, key)
+            if fresh is None:
+                return False
+            budgets.park_on_budget(session, fresh, hold, now)
+        return True
 
     def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
         self.runtime.settle_later(task.job_id)

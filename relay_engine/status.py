@@ -13,10 +13,14 @@ from typing import Any
 from sqlmodel import select
 
 from relay_engine.agent_status import agent_rows
+from relay_engine.budgets import Cap, Spend, judge
+from relay_engine.config import EngineConfig
 from relay_engine.model import Job, Plan, ProviderLimit, Task
 from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
+
+BUDGET_WARN_AT = EngineConfig().budget_warn_at
 
 
 def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -35,7 +39,15 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
     by_job = {row.key: row for row in rollup(records, "job")}
     by_task = {row.key: row for row in rollup(records, "task")}
     return {
-        "jobs": [{**_job(j), **pulls[j.id], "spend": _spend(by_job.get(j.id))} for j in jobs],
+        "jobs": [
+            {
+                **_job(j),
+                **pulls[j.id],
+                "spend": _spend(by_job.get(j.id)),
+                "budget": _budget(j, by_job),
+            }
+            for j in jobs
+        ],
         "tasks": [{**_task(t), "spend": _spend(by_task.get(t.key))} for t in tasks],
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
@@ -47,6 +59,19 @@ def _spend(row: UsageRow | None) -> dict[str, Any]:
     spend = (row or UsageRow("")).as_json()
     del spend["key"]
     return spend
+
+
+def _budget(job: Job, by_job: dict[str, UsageRow]) -> dict[str, Any]:
+    row = by_job.get(job.id) or UsageRow(job.id)
+    spend = Spend(row.cost_usd, row.input_tokens + row.output_tokens)
+    state = judge(spend, Cap(job.budget_usd, job.budget_tokens), BUDGET_WARN_AT)
+    return {
+        "usd": job.budget_usd,
+        "tokens": job.budget_tokens,
+        "level": state.level,
+        "text": state.text,
+        "fraction": round(state.fraction, 4),
+    }
 
 
 def _job(job: Job) -> dict[str, Any]:
