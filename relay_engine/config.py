@@ -21,6 +21,13 @@ from pydantic import (
     model_validator,
 )
 
+from relay_engine.inputs import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_TASK_INPUT_BYTES,
+    InputTooLarge,
+    check_toml_shape,
+    read_capped,
+)
 from relay_engine.pricing import Price, merged_prices
 
 CONFIG_FILE = "relay.toml"
@@ -59,6 +66,14 @@ class EngineConfig(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     tick_seconds: float = Field(default=0.5, gt=0, le=60)
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
+    max_recoveries: int = Field(default=10, ge=1, le=10_000)
+
+
+class InputsConfig(_Strict):
+    """Size caps on what operators and planners hand relay, checked before anything runs."""
+
+    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1024)  # job files, plans
+    max_task_input_bytes: int = Field(default=DEFAULT_MAX_TASK_INPUT_BYTES, ge=1024)
 
 
 class GitConfig(_Strict):
@@ -101,6 +116,15 @@ class AgentConfig(_Strict):
             raise ValueError("an agent needs at least one role")
         return roles
 
+    @model_validator(mode="after")
+    def _command_agent_has_command(self) -> AgentConfig:
+        if self.provider == "command" and self.command is None:
+            raise ValueError(
+                'provider "command" needs command = ["executable", "{prompt}", …]: '
+                "relay has nothing else to run"
+            )
+        return self
+
 
 class PriceConfig(_Strict):
     """USD per million tokens, for CLIs that report tokens but no cost."""
@@ -114,6 +138,7 @@ class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
     notifications: NotificationConfig = NotificationConfig()
     git: GitConfig = GitConfig()
+    inputs: InputsConfig = InputsConfig()
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)
@@ -177,14 +202,18 @@ def _field_path(loc: Iterable[int | str], data: dict) -> str:
 
 def parse_config(text: str, source: Path) -> RelayConfig:
     try:
+        check_toml_shape(text, max_bytes=DEFAULT_MAX_FILE_BYTES)
         data = tomllib.loads(text)
+    except InputTooLarge as error:
+        raise ConfigError(f"{source}: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from error
     try:
         return RelayConfig.model_validate(data)
     except ValidationError as error:
         lines = [
-            f"{source}: {_field_path(problem['loc'], data)}: {problem['msg']}"
+            f"{source}: {_field_path(problem['loc'], data)}: "
+            f"{problem['msg'].removeprefix('Value error, ')}"
             for problem in error.errors()
         ]
         raise ConfigError("\n".join(lines)) from error
@@ -195,7 +224,13 @@ def load_config(workspace: Path) -> RelayConfig:
     path = workspace / CONFIG_FILE
     if not path.exists():
         return default_config()
-    return parse_config(path.read_text(encoding="utf-8"), path)
+    try:
+        text = read_capped(path, DEFAULT_MAX_FILE_BYTES)
+    except InputTooLarge as error:
+        raise ConfigError(f"{path}: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    return parse_config(text, path)
 
 
 def default_config() -> RelayConfig:

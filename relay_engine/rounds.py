@@ -29,8 +29,8 @@ from relay_engine.planning import (
     store_children,
 )
 from relay_engine.pulls import to_review
+from relay_engine.reclaim import kill_orphan, take_back_plan
 from relay_engine.recovery import ClaimFacts
-from relay_engine.registry import kill_orphan
 from relay_engine.runner import LaunchError, LaunchSpec
 from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
@@ -160,12 +160,20 @@ class PlannerRounds:
             record_spawn(session, request, live, spec, now, runtime.redactor)
         return True
 
-    def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
-        """Apply a planner's exit: retry, reject with feedback, or accept and materialise."""
+    def complete(self, session: Session, exit_: FinishedExecution, now: float) -> bool:
+        """Apply a planner's exit: retry, reject with feedback, or accept and materialise.
+
+        False when the round no longer belongs to this execution (nothing is applied).
+        """
         live, outcome = exit_.live, exit_.outcome
         plan = _fenced_plan(session, live.plan_id, live.execution_id)
         if plan is None or outcome.kind is OutcomeKind.LOST:
-            return
+            return False
+        self._apply(session, plan, exit_, now)
+        return True
+
+    def _apply(self, session: Session, plan: Plan, exit_: FinishedExecution, now: float) -> None:
+        live, outcome = exit_.live, exit_.outcome
         if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED, OutcomeKind.UNAVAILABLE):
             if outcome.limit is not None:
                 limit = outcome.limit
@@ -185,6 +193,7 @@ class PlannerRounds:
             raw,
             existing_task_ids=_task_ids(session, plan.job_id),
             known_roles=self.runtime.config.roles,
+            max_input_bytes=self.runtime.config.inputs.max_task_input_bytes,
         )
         if not isinstance(verdict, PlanAccepted):
             reject_attempt(session, plan, verdict.reason, now)
@@ -225,6 +234,7 @@ class PlannerRounds:
                     p.lease_expires_at,
                     p.attempt,
                     p.max_attempts,
+                    p.recoveries,
                 )
                 for p in claimed
             ],
@@ -232,8 +242,11 @@ class PlannerRounds:
         )
         for decision in decisions:
             if decision.kill_local_group:
-                kill_orphan(self.runtime.store, decision.execution_id)
-            self._fail_attempt(int(decision.key), decision.execution_id, decision.reason, now)
+                kill_orphan(self.runtime, decision.execution_id)
+            with self.runtime.store.write() as session:
+                plan = _fenced_plan(session, int(decision.key), decision.execution_id)
+                if plan is not None:
+                    take_back_plan(session, plan, decision, now)
         return bool(decisions)
 
     def owned_executions(self, session: Session, execution_ids: list[str]) -> set[str]:
