@@ -209,13 +209,18 @@ class Reaper:
         with runtime.store.write() as session:
             owned = fenced_tasks(session, claims)
             for exit_ in pending:
-                if exit_.live.plan_id is not None:
-                    kept = self.plans.complete(session, exit_, now)
+                live = exit_.live
+                task = owned.get(live.task_key or "")
+                if live.plan_id is not None:
+                    kept = self.plans.owns(session, live.plan_id, live.execution_id)
                 else:
-                    task = owned.get(exit_.live.task_key or "")
-                    self.on_complete(session, exit_.live, exit_.outcome, now, task)
                     kept = task is not None
+                # The row first: applying the outcome may still refine it (a vetted review).
                 self._record_execution(session, exit_, now, kept)
+                if live.plan_id is not None:
+                    self.plans.complete(session, exit_, now)
+                else:
+                    self.on_complete(session, live, exit_.outcome, now, task)
                 if not kept and exit_.outcome.kind is not OutcomeKind.LOST:
                     stale.append(exit_)
         for exit_ in pending:

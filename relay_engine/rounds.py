@@ -160,20 +160,16 @@ class PlannerRounds:
             record_spawn(session, request, live, spec, now, runtime.redactor)
         return True
 
-    def complete(self, session: Session, exit_: FinishedExecution, now: float) -> bool:
-        """Apply a planner's exit: retry, reject with feedback, or accept and materialise.
+    def owns(self, session: Session, plan_id: int, execution_id: str) -> bool:
+        """Whether the round still belongs to this execution (its row locked until commit)."""
+        return _fenced_plan(session, plan_id, execution_id) is not None
 
-        False when the round no longer belongs to this execution (nothing is applied).
-        """
+    def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
+        """Apply a planner's exit: retry, reject with feedback, or accept and materialise."""
         live, outcome = exit_.live, exit_.outcome
         plan = _fenced_plan(session, live.plan_id, live.execution_id)
         if plan is None or outcome.kind is OutcomeKind.LOST:
-            return False
-        self._apply(session, plan, exit_, now)
-        return True
-
-    def _apply(self, session: Session, plan: Plan, exit_: FinishedExecution, now: float) -> None:
-        live, outcome = exit_.live, exit_.outcome
+            return
         if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED, OutcomeKind.UNAVAILABLE):
             if outcome.limit is not None:
                 limit = outcome.limit

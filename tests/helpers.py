@@ -307,17 +307,10 @@ def occupancy_by_events(
 
 
 # -- git -------------------------------------------------------------------------------------
-GIT_IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *GIT_IDENTITY, *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
-
-
 def init_repo(path: Path) -> Path:
     """A git repository with one commit on ``main``."""
+    from gitrepos import git
+
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
     (path / "README.md").write_text("hello\n")

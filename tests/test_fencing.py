@@ -14,7 +14,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers import Workspace, events, executions, git, init_repo, job_toml, sim, tasks
+from gitrepos import git
+from helpers import Workspace, events, executions, init_repo, job_toml, sim, tasks
 from sqlmodel import select
 
 from relay_engine.engine import Engine
@@ -79,7 +80,7 @@ def test_a_stale_owners_late_exit_is_lost_and_merges_nothing(
     (lost,) = events(store, "execution.lost")
     assert first.execution_id[:8] in lost.message
     assert merges(repo) == ["relay: merge t (t)"]  # merged once, by the owner
-    assert git(repo, "show", "relay/stale:out.txt") == "work\n"
+    assert git(repo, "show", "relay/stale:out.txt") == "work"
     task = tasks(store)["stale/t"]
     assert (task.attempt, task.recoveries) == (1, 1)
     with store.read() as session:

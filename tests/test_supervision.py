@@ -159,7 +159,7 @@ def test_an_agents_daemons_die_with_its_task(
         if how == "cancel":
             assert workspace.cli("cancel", "d/t").returncode == 0
         wait_for(lambda: task_state(store, "d/t") == final, timeout=30, what=f"task {final}")
-        (run,) = executions(store)
+        (run,) = [e for e in executions(store) if e.task_key == "d/t"]
         wait_for(lambda: run.pid is not None and pid_gone(run.pid), timeout=15, what="supervisor")
         wait_for(lambda: pid_gone(daemon), timeout=15, what="the daemon to die")
         assert tagged_processes(run.id) == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import git, init_repo
+from gitrepos import git
+from helpers import init_repo
 
 from relay_engine.workspace import (
     WorkspaceError,
