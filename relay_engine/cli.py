@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -21,17 +22,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine import cli_agents, commands
 from relay_engine.config import CONFIG_FILE, ConfigError, load_config
+from relay_engine.faults import DatabaseBusy, DatabaseFault, explain
 from relay_engine.handlers import HANDLERS
+from relay_engine.inputs import check_json_shape, check_toml_shape, read_capped
 from relay_engine.jobfile import JobFileError, load_job_file
 from relay_engine.jobs import JobConflict, split_key, submit_job
 from relay_engine.model import Event
 from relay_engine.pricing import PRICES_TAKEN
 from relay_engine.review import finding_lines
 from relay_engine.status import status_report
-from relay_engine.store import SchemaError, Store
+from relay_engine.store import Store, default_db_url, location
 from relay_engine.timefmt import format_time
 from relay_engine.upstream import check_batch
 from relay_engine.usage import GROUPINGS, UsageRow, read_usage, rollup, total
@@ -58,8 +62,8 @@ def _workspace(args: argparse.Namespace) -> Path:
     return Path(args.workspace).resolve()
 
 
-def _store(args: argparse.Namespace) -> Store:
-    return Store.for_workspace(_workspace(args), args.db)
+def _store(args: argparse.Namespace, *, readonly: bool = False) -> Store:
+    return Store.for_workspace(_workspace(args), args.db, readonly=readonly)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -73,7 +77,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             continue
         path.write_text((templates / name).read_text(encoding="utf-8"), encoding="utf-8")
         console.print(f"wrote {path}")
-    _store(args)
+    Store(args.db or default_db_url(workspace), create_empty=True)
     console.print("next: [bold]relay submit example-job.toml && relay run --until-idle[/]")
     return 0
 
@@ -82,7 +86,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     config = load_config(_workspace(args))
     agents = {a.id for a in config.agents}
     specs = [
-        load_job_file(Path(f), known_roles=config.roles, known_agents=agents) for f in args.files
+        load_job_file(
+            Path(f),
+            known_roles=config.roles,
+            known_agents=agents,
+            max_bytes=config.inputs.max_file_bytes,
+            max_input_bytes=config.inputs.max_task_input_bytes,
+        )
+        for f in args.files
     ]
     store = _store(args)
     check_batch(store, specs)
@@ -96,7 +107,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from relay_engine.engine import Engine
 
-    engine = Engine(_workspace(args), store=_store(args))
+    config = load_config(_workspace(args))  # a bad relay.toml is refused before anything opens
+    engine = Engine(_workspace(args), store=_store_when_free(args), config=config)
+    _log_to_stderr()
     stop = threading.Event()
 
     interrupted = threading.Event()
@@ -120,6 +133,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     if interrupted.is_set():
         return 0  # stopping on request, with the work released, is a clean exit
     return 0 if ok else 1
+
+
+def _store_when_free(args: argparse.Namespace) -> Store:
+    """An engine started while another process holds the database waits its turn."""
+    while True:
+        try:
+            return _store(args)
+        except DatabaseBusy:
+            err.print("database busy, retrying", highlight=False)
+            time.sleep(1.0)
+
+
+def _log_to_stderr() -> None:
+    """The engine's own warnings ("database busy, retrying", "disk full: …") reach the operator."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s relay: %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("relay_engine")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
 
 
 def _follow_in_thread(store: Store, stop: threading.Event) -> threading.Thread:
@@ -157,7 +189,7 @@ def _print_event(event: Event) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, readonly=True)
     if args.json:
         print(json.dumps(status_report(store, args.job), indent=2))
         return 0
@@ -167,6 +199,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_status(store: Store, job_id: str | None) -> None:
     report = status_report(store, job_id)
+    for held in report["conditions"]:
+        who = f"engine {held['engine']} (pid {held['pid']} on {held['host']})"
+        err.print(f"[yellow]{who if held['engine'] else store.where}: {held['condition']}[/]")
     if not report["jobs"]:
         console.print(
             "no jobs yet: [bold]relay submit JOB.toml[/] (or [bold]relay init[/] for an example)"
@@ -288,12 +323,19 @@ def _task_payload(args: argparse.Namespace) -> dict:
 
 def _plan_payload(args: argparse.Namespace) -> dict:
     path = Path(args.file)
-    text = path.read_text(encoding="utf-8")
+    config = load_config(_workspace(args))
+    is_json = path.suffix == ".json"
     try:
-        plan = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        text = read_capped(path, config.inputs.max_file_bytes)
+        (check_json_shape if is_json else check_toml_shape)(
+            text, max_bytes=config.inputs.max_file_bytes
+        )
+        plan = json.loads(text) if is_json else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:
-        raise ValueError(f"{path}: cannot parse plan: {error}") from error
-    roles = sorted(load_config(_workspace(args)).roles)
+        raise ValueError(f"{path}: cannot use this plan: {error}") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read: {error.strerror}") from None
+    roles = sorted(config.roles)
     return {"job": args.job, "plan": plan, "roles": roles}
 
 
@@ -308,7 +350,7 @@ def _pin_payload(args: argparse.Namespace) -> dict:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, readonly=True)
     last = 0
     if args.limit and not args.follow:
         events = store.events_after(0, limit=10_000_000)[-args.limit :]
@@ -327,7 +369,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     since = _since(args.since)
-    rows = rollup(read_usage(_store(args), since=since, job_id=args.job), args.by)
+    rows = rollup(read_usage(_store(args, readonly=True), since=since, job_id=args.job), args.by)
     overall = total(rows)
     if args.json:
         body = {"by": args.by, "since": since, "prices_taken": PRICES_TAKEN}
@@ -462,8 +504,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (JobFileError, ConfigError, JobConflict, SchemaError, ValueError) as error:
+    except (JobFileError, ConfigError, JobConflict, DatabaseFault, ValueError) as error:
         err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
+        return 2
+    except SQLAlchemyError as error:  # a database fault met mid-command: one line, not a trace
+        where = location(args.db or default_db_url(Path(args.workspace).resolve()))
+        err.print(f"[red]error:[/] {escape(explain(error, where))}", highlight=False)
         return 2
     except KeyboardInterrupt:
         return 130

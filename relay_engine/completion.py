@@ -84,15 +84,7 @@ def apply_outcome(
     if outcome.kind is OutcomeKind.SUCCEEDED:
         _succeed(session, task, outcome, now)
     elif outcome.kind is OutcomeKind.RELEASED:
-        move_task(
-            session,
-            task,
-            TaskState.QUEUED,
-            now=now,
-            kind="task.released",
-            message=f"{task.key} returned to the queue: engine stopped (attempt refunded)",
-            attempt=max(task.attempt - 1, 0),
-        )
+        release_task(session, task, outcome.error or "engine stopped", now=now)
     elif outcome.kind is OutcomeKind.LIMITED:
         assert limit_decision is not None
         _limited(session, task, limit_decision, now)
@@ -162,6 +154,19 @@ def fail_task(session: Session, task: Task, error: str, why: str, *, now: float)
         troubleshoot.conclude(session, task, now)
     else:
         troubleshoot.request(session, task, now)
+
+
+def release_task(session: Session, task: Task, reason: str, *, now: float) -> None:
+    """Back to the queue with the attempt refunded: the run ended for reasons not its own."""
+    move_task(
+        session,
+        task,
+        TaskState.QUEUED,
+        now=now,
+        kind="task.released",
+        message=f"{task.key} returned to the queue: {reason} (attempt refunded)"[:500],
+        attempt=max(task.attempt - 1, 0),
+    )
 
 
 def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:

@@ -21,6 +21,13 @@ from pydantic import (
     model_validator,
 )
 
+from relay_engine.inputs import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_TASK_INPUT_BYTES,
+    InputTooLarge,
+    check_toml_shape,
+    read_capped,
+)
 from relay_engine.pricing import Price, merged_prices
 
 CONFIG_FILE = "relay.toml"
@@ -62,6 +69,14 @@ class EngineConfig(_Strict):
     default_budget_usd: float | None = Field(default=None, ge=0)  # for jobs without their own
     default_budget_tokens: int | None = Field(default=None, ge=0)
     budget_warn_at: float = Field(default=0.8, gt=0, le=1)  # share of a budget that warns
+    max_recoveries: int = Field(default=10, ge=1, le=10_000)
+
+
+class InputsConfig(_Strict):
+    """Size caps on what operators and planners hand relay, checked before anything runs."""
+
+    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1024)  # job files, plans
+    max_task_input_bytes: int = Field(default=DEFAULT_MAX_TASK_INPUT_BYTES, ge=1024)
 
 
 class GitConfig(_Strict):
@@ -105,6 +120,15 @@ class AgentConfig(_Strict):
             raise ValueError("an agent needs at least one role")
         return roles
 
+    @model_validator(mode="after")
+    def _command_agent_has_command(self) -> AgentConfig:
+        if self.provider == "command" and self.command is None:
+            raise ValueError(
+                'provider "command" needs command = ["executable", "{prompt}", …]: '
+                "relay has nothing else to run"
+            )
+        return self
+
 
 class PriceConfig(_Strict):
     """USD per million tokens, for CLIs that report tokens but no cost."""
@@ -122,6 +146,7 @@ class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
     notifications: NotificationConfig = NotificationConfig()
     git: GitConfig = GitConfig()
+    inputs: InputsConfig = InputsConfig()
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)
@@ -188,14 +213,18 @@ def _field_path(loc: Iterable[int | str], data: dict) -> str:
 
 def parse_config(text: str, source: Path) -> RelayConfig:
     try:
+        check_toml_shape(text, max_bytes=DEFAULT_MAX_FILE_BYTES)
         data = tomllib.loads(text)
+    except InputTooLarge as error:
+        raise ConfigError(f"{source}: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from error
     try:
         return RelayConfig.model_validate(data)
     except ValidationError as error:
         lines = [
-            f"{source}: {_field_path(problem['loc'], data)}: {problem['msg']}"
+            f"{source}: {_field_path(problem['loc'], data)}: "
+            f"{problem['msg'].removeprefix('Value error, ')}"
             for problem in error.errors()
         ]
         raise ConfigError("\n".join(lines)) from error
@@ -206,7 +235,13 @@ def load_config(workspace: Path) -> RelayConfig:
     path = workspace / CONFIG_FILE
     if not path.exists():
         return default_config()
-    return parse_config(path.read_text(encoding="utf-8"), path)
+    try:
+        text = read_capped(path, DEFAULT_MAX_FILE_BYTES)
+    except InputTooLarge as error:
+        raise ConfigError(f"{path}: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    return parse_config(text, path)
 
 
 def default_config() -> RelayConfig:

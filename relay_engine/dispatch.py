@@ -12,14 +12,16 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, text
-from sqlmodel import Session, col, func, select, update
+from sqlalchemy import ColumnElement, or_, text, tuple_
+from sqlmodel import Session, col, select, update
 
 from relay_engine import budgets
 from relay_engine.availability import Availability, is_probing
 from relay_engine.config import AgentConfig, RelayConfig
+from relay_engine.crashpoints import crash_point
 from relay_engine.model import Assignment, Execution, Job, Task
 from relay_engine.scheduler import TaskFacts, plan_dispatch
 from relay_engine.selection import (
@@ -67,21 +69,26 @@ def task_facts(task: Task, gated: bool = False) -> TaskFacts:
     )
 
 
-def _busy_filter() -> tuple[ColumnElement[bool], ColumnElement[bool]]:
-    return (
-        col(Task.state).in_([TaskState.RUNNING, TaskState.QUEUED]),
-        col(Task.execution_id).is_not(None),
-    )
+_BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
+
+
+def _claimed() -> ColumnElement[bool]:
+    """Claimed tasks, found through the execution id's index: ``> ''`` rather than ``IS NOT
+    NULL`` because SQLite only walks an index for a range, and the state is checked in
+    Python because a condition on it would lead the planner to scan every QUEUED row."""
+    return col(Task.execution_id) > ""
 
 
 def busy_tasks(session: Session) -> list[Task]:
-    return list(session.exec(select(Task).where(*_busy_filter())))
+    return [t for t in session.exec(select(Task).where(_claimed())) if t.state in _BUSY_STATES]
 
 
 def _busy_scopes(session: Session) -> list[tuple[str, str | None]]:
     """(job, workstream) of every claimed task: all a claim needs, without loading rows."""
-    query = select(Task.job_id, Task.workstream).where(*_busy_filter())
-    return [(job_id, workstream) for job_id, workstream in session.exec(query)]
+    query = select(Task.job_id, Task.workstream, Task.state).where(_claimed())
+    return [
+        (job, workstream) for job, workstream, state in session.exec(query) if state in _BUSY_STATES
+    ]
 
 
 QUEUE_COLUMNS = (
@@ -93,14 +100,19 @@ QUEUE_COLUMNS = (
 thousands is read on every dispatch."""
 
 
-def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
-    queued = list(
-        session.exec(
-            select(*QUEUE_COLUMNS).where(
-                Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
-            )
-        )
-    )
+QUEUE_PAGE_MIN = 32
+
+
+def read_queue(session: Session, limits: dict[str, float], capacity: int) -> QueueView:
+    """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
+
+    Only as many queued tasks are read as it takes to fill the free slots (a few pages,
+    in dispatch order, over ``ix_relay_task_queue``), so the cost of a dispatch does not
+    grow with the length of the queue.
+    """
+    running = busy_tasks(session)
+    free = capacity - len(running)
+    queued = _top_of_queue(session, running, free) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
     jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
     pins = {
@@ -111,7 +123,57 @@ def read_queue(session: Session, limits: dict[str, float]) -> QueueView:
             )
         )
     }
-    return QueueView(queued, busy_tasks(session), jobs, limits, pins)
+    return QueueView(queued, running, jobs, limits, pins)
+
+
+def _ready(busy: set[tuple[str, str]]) -> Any:
+    """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
+    query = select(*QUEUE_COLUMNS).where(
+        Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
+    )
+    if busy:
+        free_scope = tuple_(Task.job_id, Task.workstream).not_in(sorted(busy))
+        query = query.where(or_(col(Task.workstream).is_(None), free_scope))
+    return query
+
+
+def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
+    """Work back from a provider limit, which dispatches first: few rows, found through
+    their own index and checked here (see :func:`_claimed` for why not in SQL)."""
+    rows = session.exec(select(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
+    return [
+        r
+        for r in rows
+        if r.state == TaskState.QUEUED
+        and r.execution_id is None
+        and (r.job_id, r.workstream) not in busy
+    ]
+
+
+def _top_of_queue(session: Session, running: list[Task], free: int) -> list[Any]:
+    """Resumed work first, then pages of the rest in dispatch order, until the free slots
+    are spoken for or the queue ends."""
+    busy = {(t.job_id, t.workstream) for t in running if t.workstream}
+    page = max(4 * free, QUEUE_PAGE_MIN)
+    rows = _resumed(session, busy)
+    order = (Task.priority, Task.created_at, Task.key)
+    after: tuple[Any, ...] | None = None
+    while True:
+        query = _ready(busy).where(col(Task.resumed_at).is_(None))
+        if after is not None:
+            query = query.where(tuple_(*order) > tuple_(*after))
+        batch = list(session.exec(query.order_by(*order).limit(page)))
+        rows += batch
+        if len(batch) < page or _fills(rows, running, free):
+            return rows
+        after = (batch[-1].priority, batch[-1].created_at, batch[-1].key)
+
+
+def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
+    """Whether these rows already give the scheduler a task for every free slot."""
+    busy = [task_facts(t) for t in running]
+    plan = plan_dispatch([task_facts(r) for r in rows], busy, len(running) + free)
+    return len(plan.chosen) >= free
 
 
 def choose(view: QueueView, capacity: int) -> list[Task]:
@@ -183,18 +245,23 @@ def claim_batch(
     capacity: int,
     lease_s: float,
     now: float,
+    artifacts: Path | None = None,
 ) -> list[Claim]:
     """Claim tasks in one transaction: each one conditional UPDATE, re-checked under lock.
 
     Capacity and scope locks are read again inside the transaction, which is serialised
     across engines (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL), so
-    two engines that planned the same dispatch never both win.
+    two engines that planned the same dispatch never both win. The lock wait is bounded
+    (the store's ``lock_timeout``); a timeout just means nothing is claimed this tick.
+    ``artifacts`` is where each execution's directory (and its supervisor's record) will
+    be, written with the claim so recovery can find it whatever happens next.
     """
     claims: list[Claim] = []
     with store.write() as session:
         if not store.is_sqlite:
             session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
         busy = _busy_scopes(session)
+        crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
         spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
         for task, selected in wanted:
             if task.job_id in spent:
@@ -203,7 +270,7 @@ def claim_batch(
                 break
             if _lock_held(task, busy):
                 continue
-            claimed = _claim_one(session, task, selected, engine_id, lease_s, now)
+            claimed = _claim_one(session, task, selected, engine_id, lease_s, now, artifacts)
             if claimed is not None:
                 claims.append(claimed)
                 busy.append((task.job_id, task.workstream))
@@ -218,7 +285,13 @@ def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
 
 
 def _claim_one(
-    session: Session, task: Task, selected: Selected, engine_id: str, lease_s: float, now: float
+    session: Session,
+    task: Task,
+    selected: Selected,
+    engine_id: str,
+    lease_s: float,
+    now: float,
+    artifacts: Path | None = None,
 ) -> Claim | None:
     execution_id = uuid.uuid4().hex
     result = session.exec(
@@ -255,6 +328,7 @@ def _claim_one(
             attempt=claimed.attempt,
             agent=selected.agent_id,
             provider=selected.provider,
+            artifact_dir=str(artifacts / execution_id) if artifacts else None,
         )
     )
     _count_assignment(session, claimed, selected, execution_id, now)
@@ -287,10 +361,5 @@ def _count_assignment(
 
 
 def running_by_agent(session: Session) -> Counter[str]:
-    rows = session.exec(
-        select(Task.agent, func.count())
-        .where(col(Task.state).in_([TaskState.RUNNING, TaskState.QUEUED]))
-        .where(col(Task.execution_id).is_not(None))
-        .group_by(Task.agent)
-    )
-    return Counter({agent: count for agent, count in rows if agent})
+    rows = session.exec(select(Task.agent, Task.state).where(_claimed()))
+    return Counter(agent for agent, state in rows if agent and state in _BUSY_STATES)

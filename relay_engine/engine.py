@@ -24,31 +24,22 @@ from pathlib import Path
 
 import watchfiles
 from sqlalchemy import or_
-from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select, update
 
-from relay_engine import assignments, commands, dispatch
-from relay_engine.completion import (
-    fail_or_retry,
-    fenced_task,
-    finish_execution_row,
-)
+from relay_engine import assignments, commands
 from relay_engine.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.handlers import HANDLERS
+from relay_engine.health import DISK_FULL, Health, classify
 from relay_engine.live import LiveExecution
 from relay_engine.model import EngineRecord, Job, Plan, Task
 from relay_engine.notify import Notifier
-from relay_engine.outcomes import (
-    Outcome,
-    OutcomeKind,
-    StopReason,
-)
+from relay_engine.outcomes import StopReason
 from relay_engine.planning import gated_keys
 from relay_engine.pullstep import PullRequests
 from relay_engine.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.reaper import Reaper
-from relay_engine.recovery import ClaimFacts
-from relay_engine.registry import kill_orphan, mark_stopped, register_engine, this_host
+from relay_engine.reclaim import recover_tasks
+from relay_engine.registry import mark_stopped, register_engine, this_host
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runtime import EngineRuntime
 from relay_engine.starter import Starter
@@ -84,6 +75,7 @@ class Engine:
         self._stopped = threading.Event()
         self._subscribers: list[Callable[[], None]] = []
         self._registered = False
+        self._joined = False
         self._last_heartbeat = 0.0
         self._last_db_ok = clock()
         self.runtime = EngineRuntime(
@@ -100,6 +92,7 @@ class Engine:
         self.reaper = Reaper(self.runtime, plans=self.rounds)
         self.notifier = Notifier(self.store, lambda: self.runtime.config.notifications)
         self.pulls = PullRequests(self.runtime)
+        self.health = Health(self.runtime)
         self._config_changed = threading.Event()
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
@@ -112,6 +105,11 @@ class Engine:
     @property
     def live(self) -> dict[str, LiveExecution]:
         return self.runtime.live
+
+    @property
+    def condition(self) -> str | None:
+        """What holds this engine up ("disk full", "database busy", …), None when nothing."""
+        return self.runtime.condition
 
     # -- public API ------------------------------------------------------------------
     def subscribe(self, callback: Callable[[], None]) -> None:
@@ -139,7 +137,6 @@ class Engine:
     def run(self, stop: threading.Event | None = None, *, until_idle: bool = False) -> bool:
         """Run ticks until stopped (or idle); True when every job it saw succeeded."""
         self._stopped.clear()
-        self.register()
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
@@ -156,13 +153,17 @@ class Engine:
         return self.all_jobs_succeeded()
 
     def register(self) -> None:
+        """Join the registry, mirror the agents, settle jobs; each step once, so a start
+        interrupted by a busy database resumes where it stopped on the next tick."""
         if not self._registered:
             register_engine(self.store, self.id, role=self.role, now=self.clock())
             self._registered = True
-            self._sync_agents()
             self._watch_config()
             self.notifier.start()
+        if not self._joined:
+            self._sync_agents()
             self._settle_all_jobs()
+            self._joined = True
 
     def _watch_config(self) -> None:
         """Reload relay.toml on the next tick after it changes (watchfiles, in a thread)."""
@@ -244,15 +245,19 @@ class Engine:
 
     # -- the tick --------------------------------------------------------------------
     def _safe_tick(self, *, full: bool = True) -> bool:
+        """A tick; a busy or unreachable database or a full disk holds the engine up (and
+        is logged once) instead of stopping it. Anything else still stops it loudly."""
         try:
             self._command_waiting.clear()
             changed = self.tick(full=full)
-        except OperationalError as error:
-            if not _is_transient(error):
+        except Exception as error:
+            condition = classify(error)
+            if condition is None:
                 raise
-            log.warning("database unavailable: %s", error)
+            self.health.failed(condition, error, self.clock())
             return True
         self._last_db_ok = self.clock()
+        self.health.succeeded(self._last_db_ok)
         if changed:
             self._publish()
         return changed
@@ -265,6 +270,7 @@ class Engine:
         recovery, parked work, pull requests, planning, readiness) runs on full ticks, every
         ``tick_seconds`` or when a command arrives.
         """
+        self.register()
         now = self.clock()
         changed = False
         if full:
@@ -274,7 +280,7 @@ class Engine:
                 commands.apply_pending(self.store, self.id, now, self.command_handlers())
             )
             self._heartbeat(now)
-            changed |= self._recover(now)
+            changed |= recover_tasks(self.runtime, now)
             changed |= resume_parked(self.store, now)
             changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
             changed |= self.pulls.tick(now)
@@ -282,7 +288,10 @@ class Engine:
             changed |= promote_ready(self.store, now, self._gated())
         changed |= self.reaper.reap(now, fence=full)
         changed |= self._finish_jobs(now)
-        if now - self._last_db_ok < self.config.engine.lease_seconds:
+        if (
+            self.condition != DISK_FULL
+            and now - self._last_db_ok < self.config.engine.lease_seconds
+        ):
             changed |= self.starter.dispatch(now)
         self.reaper.save_output(now)
         return changed
@@ -302,7 +311,7 @@ class Engine:
             return gated_keys(session)
 
     def is_idle(self) -> bool:
-        if self.live:
+        if self.runtime.held():
             return False
         # A task parked with no time to wake waits on an operator (an agent to log in, a CLI
         # to install): nothing this engine does will move it, so it does not keep it busy.
@@ -341,56 +350,18 @@ class Engine:
             session.exec(
                 update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
             )
-            if self.live:
+            held = list(self.runtime.held())
+            if held:
                 session.exec(
                     update(Task)
-                    .where(col(Task.execution_id).in_(list(self.live)))
+                    .where(col(Task.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
                 )
                 session.exec(
                     update(Plan)
-                    .where(col(Plan.execution_id).in_(list(self.live)))
+                    .where(col(Plan.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
                 )
-
-    def _recover(self, now: float) -> bool:
-        with self.store.read() as session:
-            claims = [
-                ClaimFacts(
-                    t.key,
-                    t.execution_id or "",
-                    t.lease_owner,
-                    t.lease_expires_at,
-                    t.attempt,
-                    t.max_attempts,
-                )
-                for t in dispatch.busy_tasks(session)
-            ]
-        decisions = self.runtime.lost_claims(claims, now)
-        for decision in decisions:
-            if decision.kill_local_group:
-                kill_orphan(self.store, decision.execution_id)
-            self._apply_recovery(decision.key, decision.execution_id, decision.reason, now)
-        return bool(decisions)
-
-    def _apply_recovery(self, key: str, execution_id: str, reason: str, now: float) -> None:
-        with self.store.write() as session:
-            task = fenced_task(session, key, execution_id)
-            if task is None:
-                return
-            outcome = Outcome(OutcomeKind.FAILED, error=reason)
-            finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
-            record_event(
-                session,
-                "task.recovered",
-                f"{key}: {reason}",
-                now=now,
-                job_id=task.job_id,
-                task_key=key,
-                level="warning",
-            )
-            fail_or_retry(session, task, reason, now=now)
-            self.runtime.settle_later(task.job_id)
 
     def _settle_all_jobs(self) -> None:
         """Settle every active job, including ones another engine finished the work of."""
@@ -412,20 +383,3 @@ def reload_config(runtime: EngineRuntime) -> str | None:
     except ConfigError as error:
         return str(error)
     return None
-
-
-TRANSIENT_DB_ERRORS = (
-    "locked",
-    "busy",
-    "connection",
-    "could not connect",
-    "server closed",
-    "unable to open",
-    "terminating",
-)
-
-
-def _is_transient(error: OperationalError) -> bool:
-    """Lock and connection trouble passes; a broken schema must stop the engine loudly."""
-    text = str(error.orig if error.orig is not None else error).lower()
-    return any(marker in text for marker in TRANSIENT_DB_ERRORS)

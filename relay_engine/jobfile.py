@@ -17,6 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from relay_engine.inputs import (
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_TASK_INPUT_BYTES,
+    InputTooLarge,
+    check_toml_shape,
+    read_capped,
+)
 from relay_engine.taskdefs import (
     Identifier,
     Priority,
@@ -178,10 +185,18 @@ def parse_job_text(
     *,
     known_roles: Collection[str] | None = None,
     known_agents: Collection[str] | None = None,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_TASK_INPUT_BYTES,
 ) -> JobSpec:
-    """Parse and check a job file's text; ``repo`` is kept as written (see load_job_file)."""
+    """Parse and check a job file's text; ``repo`` is kept as written (see load_job_file).
+
+    Size and nesting are checked before the TOML parser runs (see :mod:`inputs`).
+    """
     try:
+        check_toml_shape(text, max_bytes=max_bytes)
         data = tomllib.loads(text)
+    except InputTooLarge as error:
+        raise JobFileError(source, [Problem("", str(error))]) from None
     except tomllib.TOMLDecodeError as error:
         raise JobFileError(source, [_toml_problem(error, text)]) from None
     raw_job, raw_tasks, problems = _split_document(data)
@@ -195,6 +210,7 @@ def parse_job_text(
         known_agents=known_agents,
         positions=positions,
         other_jobs=True,
+        max_input_bytes=max_input_bytes,
     )
     if job is not None:
         problems += _job_rules(job, raw_tasks)
@@ -208,16 +224,27 @@ def load_job_file(
     *,
     known_roles: Collection[str] | None = None,
     known_agents: Collection[str] | None = None,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_TASK_INPUT_BYTES,
 ) -> JobSpec:
     """Read a job file; a relative ``repo`` is taken relative to the file's directory."""
     path = Path(path).expanduser().resolve()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_capped(path, max_bytes)
+    except InputTooLarge as error:
+        raise JobFileError(path, [Problem("", str(error))]) from None
     except OSError as error:
         raise JobFileError(path, [Problem("", f"cannot read: {error.strerror}")]) from None
     except UnicodeDecodeError as error:
         raise JobFileError(path, [Problem("", f"not UTF-8 text: {error.reason}")]) from None
-    spec = parse_job_text(text, path, known_roles=known_roles, known_agents=known_agents)
+    spec = parse_job_text(
+        text,
+        path,
+        known_roles=known_roles,
+        known_agents=known_agents,
+        max_bytes=max_bytes,
+        max_input_bytes=max_input_bytes,
+    )
     if spec.job.repo is not None:
         repo = (path.parent / Path(spec.job.repo).expanduser()).resolve()
         spec = JobSpec(spec.job.model_copy(update={"repo": str(repo)}), spec.tasks, spec.source)

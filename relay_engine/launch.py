@@ -42,8 +42,12 @@ class LaunchRequest:
     plan_round: int | None = None
 
 
+def artifacts_root(workspace: Path) -> Path:
+    return workspace / ".relay" / "artifacts"
+
+
 def artifact_dir(workspace: Path, execution_id: str) -> Path:
-    return workspace / ".relay" / "artifacts" / execution_id
+    return artifacts_root(workspace) / execution_id
 
 
 def adapter_for(agent: AgentConfig) -> Adapter:

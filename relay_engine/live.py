@@ -10,6 +10,7 @@ from typing import Any
 from relay_engine.adapters.base import AgentReport, StreamParser
 from relay_engine.outcomes import Outcome, StopReason
 from relay_engine.runner import RunningProcess
+from relay_engine.workspace import MergeResult
 
 MAX_RESULT_FILE_BYTES = 4 << 20
 
@@ -60,16 +61,23 @@ class LiveExecution:
             if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
                 return None
             return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # deep nesting is an agent's bad output
             return None
 
 
 @dataclass(frozen=True)
 class FinishedExecution:
-    """An exited agent and what its exit means, ready to be written down."""
+    """An exited agent and what its exit means, ready to be written down.
+
+    ``tree_settled`` says its worktree was dealt with (merged, kept or left to a new owner),
+    so a write retried on a later tick never merges twice; ``merge`` is what the merge did,
+    to be undone should the task turn out to belong to someone else by the time of writing.
+    """
 
     live: LiveExecution
     outcome: Outcome
     report: AgentReport
     exit_code: int
     result_file: Any
+    tree_settled: bool = False
+    merge: MergeResult | None = None

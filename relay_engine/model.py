@@ -12,7 +12,17 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, Text
 from sqlmodel import Field, SQLModel
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "CREATE INDEX IF NOT EXISTS ix_relay_task_queue "
+        "ON relay_task (state, priority, created_at, key)",
+        "CREATE INDEX IF NOT EXISTS ix_relay_task_resumed ON relay_task (resumed_at)",
+    ),
+}
+"""What brings a database of the version before up to each version (SQLite and PostgreSQL),
+besides the columns it lacks, which the store adds from these models (see
+``store.add_missing_columns``)."""
 
 
 def _json(default: Any = None) -> Any:
@@ -70,7 +80,12 @@ class Job(SQLModel, table=True):
 
 class Task(SQLModel, table=True):
     __tablename__ = "relay_task"
-    __table_args__ = (Index("ix_relay_task_job_state", "job_id", "state"),)
+    __table_args__ = (
+        Index("ix_relay_task_job_state", "job_id", "state"),
+        # Dispatch reads the top of the ready queue in this order (see dispatch.read_queue).
+        Index("ix_relay_task_queue", "state", "priority", "created_at", "key"),
+        Index("ix_relay_task_resumed", "resumed_at"),  # the few resumed tasks go first
+    )
     key: str = Field(primary_key=True)  # "JOB/TASK"
     job_id: str = Field(index=True)
     task_id: str
@@ -87,6 +102,7 @@ class Task(SQLModel, table=True):
     state: str = Field(default="DRAFT", index=True)
     attempt: int = 0
     max_attempts: int = 3
+    recoveries: int = 0  # runs lost with their engine: refunded, but bounded on their own
     lease_owner: str | None = None
     lease_expires_at: float | None = None
     execution_id: str | None = Field(default=None, index=True)
@@ -136,6 +152,7 @@ class Plan(SQLModel, table=True):
     rejection: str | None = _optional_text()
     attempt: int = 0
     max_attempts: int = 3
+    recoveries: int = 0
     lease_owner: str | None = None
     lease_expires_at: float | None = None
     execution_id: str | None = None
@@ -266,6 +283,7 @@ class EngineRecord(SQLModel, table=True):
     heartbeat_at: float = 0.0
     stopped_at: float | None = None
     role: str = "run"
+    condition: str | None = None  # what holds the engine up ("disk full"), None when nothing
 
 
 class AgentRecord(SQLModel, table=True):

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from relay_engine.inputs import DEFAULT_MAX_TASK_INPUT_BYTES
 from relay_engine.taskdefs import (
     Problem,
     TaskDef,
@@ -182,7 +183,11 @@ def _status_problems(result: PlannerResult, task_count: int) -> list[Problem]:
 
 
 def validate_planner_output(
-    raw: object, *, existing_task_ids: Collection[str], known_roles: Collection[str]
+    raw: object,
+    *,
+    existing_task_ids: Collection[str],
+    known_roles: Collection[str],
+    max_input_bytes: int = DEFAULT_MAX_TASK_INPUT_BYTES,
 ) -> PlanAccepted | PlanRejected:
     """Accept a plan only if every task could be stored and scheduled as written.
 
@@ -207,6 +212,7 @@ def validate_planner_output(
         known_roles=known_roles,
         field_prefix="next_tasks",
         positions=positions,
+        max_input_bytes=max_input_bytes,
     )
     # Name the field as the contract does: planners write "dependencies".
     problems += [

@@ -7,6 +7,7 @@ of a tick's exits in one transaction.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime
@@ -21,6 +22,7 @@ from relay_engine.completion import (
     limited_providers,
     record_limit,
 )
+from relay_engine.health import excuse, low_space
 from relay_engine.live import FinishedExecution, LiveExecution
 from relay_engine.model import Execution, Job, Task
 from relay_engine.outcomes import (
@@ -36,10 +38,12 @@ from relay_engine.pulls import vet_review
 from relay_engine.rounds import PlannerRounds
 from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
+from relay_engine.store import record_event
 from relay_engine.workspace import WorkspaceError
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
 STDERR_WATCH_INTERVAL_S = 2.0
+log = logging.getLogger(__name__)
 
 
 class Reaper:
@@ -51,14 +55,20 @@ class Reaper:
         self._last_output_save = 0.0
 
     def reap(self, now: float, *, fence: bool = True) -> bool:
-        """Pump live output, stop what must stop, and write down every exit in one go."""
-        if not self.runtime.live:
+        """Pump live output, stop what must stop, and write down every exit in one go.
+
+        Order per exit: judge it (from its own artifacts), then -- only while the execution
+        still owns its task -- merge its worktree, then the fenced write. An exit whose write
+        fails (database busy, disk full) stays in ``runtime.exited`` and is written on a
+        later tick, without merging again.
+        """
+        runtime = self.runtime
+        if not runtime.live and not runtime.exited:
             return False
-        if fence:
+        if fence and runtime.live:
             self._fence_check()
         wall = datetime.now().astimezone()
-        finished = []
-        for live in list(self.runtime.live.values()):
+        for live in list(runtime.live.values()):
             report = live.pump(wall)
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
@@ -66,24 +76,15 @@ class Reaper:
             if live.parser.report.failure is not None and live.stop_reason is None:
                 live.stop(StopReason.UNAVAILABLE, 2.0)  # e.g. codex waiting for the network
             if live.timed_out(now) and live.stop_reason is None:
-                live.stop(StopReason.TIMEOUT, self.runtime.config.engine.cancel_grace_seconds)
+                live.stop(StopReason.TIMEOUT, runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
-                del self.runtime.live[live.execution_id]
-                finished.append(self._judge(live, wall))
-        if not finished:
+                finished = self._judge(live, wall)
+                del runtime.live[live.execution_id]
+                runtime.exited[live.execution_id] = finished
+        if not runtime.exited:
             return False
-        claims = {e.live.task_key: e.live.execution_id for e in finished if e.live.task_key}
-        with self.runtime.store.write() as session:
-            owned = fenced_tasks(session, claims)
-            for exit_ in finished:
-                self._record_execution(session, exit_, now)
-                if exit_.live.plan_id is not None:
-                    self.plans.complete(session, exit_, now)
-                else:
-                    task = owned.get(exit_.live.task_key or "")
-                    self.on_complete(session, exit_.live, exit_.outcome, now, task)
-            warn_at = self.runtime.config.engine.budget_warn_at
-            budgets.announce(session, {e.live.job_id for e in finished}, warn_at, now)
+        self._settle_worktrees(now)
+        self._write_exits(now)
         return True
 
     def _watch_stderr(self, live: LiveExecution, now: float) -> None:
@@ -106,7 +107,7 @@ class Reaper:
                 live.stop(StopReason.LOST, self.runtime.config.engine.cancel_grace_seconds)
 
     def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
-        """What the exit means, with the task's work merged (or not) into the job branch."""
+        """What the exit means, from the agent's own output (its worktree is settled later)."""
         live.drain(wall)
         exit_code = live.process.poll() or 0
         stderr_tail = live.process.stderr_tail()
@@ -126,49 +127,127 @@ class Reaper:
                 failure=report.failure,
             )
         )
-        if live.plan_id is None:
-            outcome = self._settle_worktree(live, outcome)
+        condition = self.runtime.condition or low_space(self.runtime.workspace / ".relay")
+        outcome = excuse(outcome, stderr_tail, condition)
         for artifact in (live.process.stdout_path, live.process.stderr_path):
-            self.runtime.redactor.file(artifact)
+            try:
+                self.runtime.redactor.file(artifact)
+            except OSError as error:  # a full disk must not lose the exit itself
+                log.warning("could not redact %s: %s", artifact, error)
         live.last_output = self.runtime.redactor.text(live.last_output)
         return FinishedExecution(
             live, redact_outcome(outcome, self.runtime.redactor), report, exit_code, result_file
         )
 
-    def _settle_worktree(self, live: LiveExecution, outcome: Outcome) -> Outcome:
+    def _settle_worktrees(self, now: float) -> None:
+        """Merge (or keep) the work of exits whose task is still theirs; never anyone else's.
+
+        The ownership check renews the task's lease in the same statement, so the task
+        stays this execution's for a whole lease while git runs.
+        """
+        runtime = self.runtime
+        todo = [
+            e
+            for e in runtime.exited.values()
+            if not e.tree_settled
+            and e.live.plan_id is None
+            and runtime.worktrees.has_tree(e.live.job_id, e.live.task_key)
+        ]
+        if not todo:
+            return
+        claims = {e.live.task_key or "": e.live.execution_id for e in todo}
+        with runtime.store.write() as session:
+            owned = fenced_tasks(session, claims)
+            for task in owned.values():
+                task.lease_expires_at = now + runtime.config.engine.lease_seconds
+                session.add(task)
+        for exit_ in todo:
+            task = owned.get(exit_.live.task_key or "")
+            settled = replace(exit_, tree_settled=True)
+            if task is not None and exit_.outcome.kind is not OutcomeKind.LOST:
+                settled = self._settle_worktree(settled, task)
+            runtime.exited[exit_.live.execution_id] = settled
+
+    def _settle_worktree(self, exit_: FinishedExecution, task: Task) -> FinishedExecution:
         """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
-        if not self.runtime.worktrees.has_tree(live.job_id, live.task_key):
-            return outcome  # the task ran without a worktree: nothing to merge
+        live, outcome = exit_.live, exit_.outcome
         with self.runtime.store.read() as session:
             job = session.get(Job, live.job_id)
-            task = session.get(Task, live.task_key)
-        if job is None or task is None:
-            return outcome
+        if job is None:
+            return exit_
         succeeded = outcome.kind is OutcomeKind.SUCCEEDED
         try:
             merge = self.runtime.worktrees.finish(
                 job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded, kind=task.kind
             )
         except WorkspaceError as error:
-            return (
-                Outcome(OutcomeKind.FAILED, error=f"could not merge: {error}")
-                if succeeded
-                else outcome
+            if not succeeded:
+                return exit_
+            return replace(
+                exit_, outcome=Outcome(OutcomeKind.FAILED, error=f"could not merge: {error}")
             )
         if merge is None:
-            return outcome
+            return exit_
         if not merge.merged:
             paths = ", ".join(merge.conflicts) or "unknown paths"
-            return Outcome(
+            failed = Outcome(
                 OutcomeKind.FAILED,
                 summary=outcome.summary,
                 data=outcome.data,
                 error=f"merge conflict with the job branch in: {paths}",
             )
-        return replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
+            return replace(exit_, outcome=failed)
+        merged = replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
+        return replace(exit_, outcome=merged, merge=merge)
 
-    def _record_execution(self, session: Session, exit_: FinishedExecution, now: float) -> None:
-        live, report = exit_.live, exit_.report
+    def _write_exits(self, now: float) -> None:
+        """One fenced transaction for every pending exit; a stale one is recorded as lost."""
+        runtime = self.runtime
+        pending = list(runtime.exited.values())
+        claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
+        stale: list[FinishedExecution] = []
+        with runtime.store.write() as session:
+            owned = fenced_tasks(session, claims)
+            for exit_ in pending:
+                live = exit_.live
+                task = owned.get(live.task_key or "")
+                if live.plan_id is not None:
+                    kept = self.plans.owns(session, live.plan_id, live.execution_id)
+                else:
+                    kept = task is not None
+                # The row first: applying the outcome may still refine it (a vetted review).
+                self._record_execution(session, exit_, now, kept)
+                if live.plan_id is not None:
+                    self.plans.complete(session, exit_, now)
+                else:
+                    self.on_complete(session, live, exit_.outcome, now, task)
+                if not kept and exit_.outcome.kind is not OutcomeKind.LOST:
+                    stale.append(exit_)
+            warn_at = runtime.config.engine.budget_warn_at
+            budgets.announce(session, {e.live.job_id for e in pending}, warn_at, now)
+        for exit_ in pending:
+            runtime.exited.pop(exit_.live.execution_id, None)
+        for exit_ in stale:
+            self._undo_merge(exit_)
+
+    def _undo_merge(self, exit_: FinishedExecution) -> None:
+        if exit_.merge is None:
+            return
+        with self.runtime.store.read() as session:
+            job = session.get(Job, exit_.live.job_id)
+        if job is not None:
+            self.runtime.worktrees.undo_merge(job.repo_path, job.id, exit_.merge)
+
+    def _record_execution(
+        self, session: Session, exit_: FinishedExecution, now: float, kept: bool
+    ) -> None:
+        """The execution's row; its outcome only when it still owned its task, else lost."""
+        live, report, outcome = exit_.live, exit_.report, exit_.outcome
+        kind, error = outcome.kind.value, outcome.error
+        if not kept and outcome.kind is not OutcomeKind.LOST:
+            kind = OutcomeKind.LOST.value
+            error = f"finished ({outcome.kind.value}) after its task moved on: result discarded"
+            _note_lost(session, live, outcome, error, now)
         agent = self.runtime.config.agent(live.agent_id)
         model = report.model or (agent.model if agent else None)
         spend = execution_spend(
@@ -185,8 +264,8 @@ class Reaper:
             .values(
                 ended_at=now,
                 exit_code=exit_.exit_code,
-                outcome=exit_.outcome.kind.value,
-                error=exit_.outcome.error,
+                outcome=kind,
+                error=error,
                 session_id=report.session_id,
                 input_tokens=report.input_tokens,
                 output_tokens=report.output_tokens,
@@ -295,3 +374,20 @@ class Reaper:
                     )
                 )
                 live.saved_output = live.last_output
+
+
+def _note_lost(
+    session: Session, live: LiveExecution, outcome: Outcome, error: str, now: float
+) -> None:
+    """The event that says a stale execution's late result was discarded."""
+    record_event(
+        session,
+        "execution.lost",
+        f"{live.task_key or f'plan {live.plan_id}'}: execution {live.execution_id[:8]} {error}",
+        now=now,
+        job_id=live.job_id,
+        task_key=live.task_key,
+        plan_id=live.plan_id,
+        level="warning",
+        data={"execution": live.execution_id, "outcome": outcome.kind.value},
+    )

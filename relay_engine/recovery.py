@@ -4,6 +4,10 @@ Several engines may share one workspace or database, so work is only taken back 
 its owner is provably gone: on this host, the owner's pid with its start time no
 longer exists; on another host, its heartbeat is older than the lease TTL. An expired
 lease is recovered whatever the owner's state, since the owner stopped renewing it.
+
+A recovery is the infrastructure's fault, not the task's: it refunds the attempt and
+counts against a separate, bounded recovery budget instead, so a crash of the engine
+never fails a task, while a task that kills its engine every time it runs still stops.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class ClaimFacts:
     lease_expires_at: float | None
     attempt: int
     max_attempts: int
+    recoveries: int = 0  # times this task was already taken back from a lost runner
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Recovery:
     key: str
     execution_id: str
     reason: str  # "orphaned: …" or "lease expired"
-    retry: bool  # True: back to QUEUED; False: FAILED (attempts spent)
+    retry: bool  # True: back to QUEUED, attempt refunded; False: FAILED (recovery budget spent)
     kill_local_group: bool  # the owner ran here, so its agent's process group may linger
 
 
@@ -64,6 +69,7 @@ def decide_recoveries(
     my_host: str,
     now: float,
     ttl: float,
+    max_recoveries: int = 10,
 ) -> list[Recovery]:
     """Claims to take back: orphans of dead engines and leases nobody renewed."""
     decisions = []
@@ -85,8 +91,16 @@ def decide_recoveries(
                 key=claim.key,
                 execution_id=claim.execution_id,
                 reason=reason,
-                retry=claim.attempt < claim.max_attempts,
+                retry=claim.recoveries < max_recoveries,
                 kill_local_group=owner is not None and owner.host == my_host,
             )
         )
     return decisions
+
+
+def budget_spent_reason(recoveries: int, reason: str) -> str:
+    """Why a task is failed by recovery: its runner was lost every time it ran."""
+    return (
+        f"recovered {recoveries} times (max_recoveries): its engine died or stalled every "
+        f"time it ran; last: {reason}"
+    )

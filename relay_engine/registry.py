@@ -8,9 +8,9 @@ from collections.abc import Iterable
 
 from sqlmodel import Session, col, select
 
-from relay_engine.model import EngineRecord, Execution
+from relay_engine.model import EngineRecord
 from relay_engine.recovery import OwnerFacts
-from relay_engine.runner import kill_process_group, process_alive, process_start_time
+from relay_engine.runner import process_alive, process_start_time
 from relay_engine.store import Store, record_event
 
 
@@ -67,12 +67,3 @@ def owner_facts(session: Session, engine_ids: Iterable[str], my_host: str) -> di
         )
         for record in records
     }
-
-
-def kill_orphan(store: Store, execution_id: str) -> None:
-    """A dead engine on this host leaves its agent's process group running: stop it."""
-    with store.read() as session:
-        execution = session.get(Execution, execution_id)
-        pgid = execution.pgid if execution is not None and execution.ended_at is None else None
-    if pgid:
-        kill_process_group(pgid)

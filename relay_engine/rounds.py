@@ -29,8 +29,8 @@ from relay_engine.planning import (
     store_children,
 )
 from relay_engine.pulls import to_review
+from relay_engine.reclaim import kill_orphan, take_back_plan
 from relay_engine.recovery import ClaimFacts
-from relay_engine.registry import kill_orphan
 from relay_engine.runner import LaunchError, LaunchSpec
 from relay_engine.runtime import EngineRuntime
 from relay_engine.selection import Selected
@@ -165,6 +165,10 @@ class PlannerRounds:
             record_spawn(session, request, live, spec, now, runtime.redactor)
         return True
 
+    def owns(self, session: Session, plan_id: int, execution_id: str) -> bool:
+        """Whether the round still belongs to this execution (its row locked until commit)."""
+        return _fenced_plan(session, plan_id, execution_id) is not None
+
     def complete(self, session: Session, exit_: FinishedExecution, now: float) -> None:
         """Apply a planner's exit: retry, reject with feedback, or accept and materialise."""
         live, outcome = exit_.live, exit_.outcome
@@ -190,6 +194,7 @@ class PlannerRounds:
             raw,
             existing_task_ids=_task_ids(session, plan.job_id),
             known_roles=self.runtime.config.roles,
+            max_input_bytes=self.runtime.config.inputs.max_task_input_bytes,
         )
         if not isinstance(verdict, PlanAccepted):
             reject_attempt(session, plan, verdict.reason, now)
@@ -230,6 +235,7 @@ class PlannerRounds:
                     p.lease_expires_at,
                     p.attempt,
                     p.max_attempts,
+                    p.recoveries,
                 )
                 for p in claimed
             ],
@@ -237,8 +243,11 @@ class PlannerRounds:
         )
         for decision in decisions:
             if decision.kill_local_group:
-                kill_orphan(self.runtime.store, decision.execution_id)
-            self._fail_attempt(int(decision.key), decision.execution_id, decision.reason, now)
+                kill_orphan(self.runtime, decision.execution_id)
+            with self.runtime.store.write() as session:
+                plan = _fenced_plan(session, int(decision.key), decision.execution_id)
+                if plan is not None:
+                    take_back_plan(session, plan, decision, now)
         return bool(decisions)
 
     def owned_executions(self, session: Session, execution_ids: list[str]) -> set[str]:

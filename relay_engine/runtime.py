@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from relay_engine.config import RelayConfig
-from relay_engine.live import LiveExecution
+from relay_engine.live import FinishedExecution, LiveExecution
 from relay_engine.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.redaction import Redactor
 from relay_engine.registry import owner_facts
@@ -34,7 +34,9 @@ class EngineRuntime:
     worktrees: Worktrees
     redactor: Redactor = field(init=False)
     live: dict[str, LiveExecution] = field(default_factory=dict)
+    exited: dict[str, FinishedExecution] = field(default_factory=dict)
     dirty_jobs: set[str] = field(default_factory=set)
+    condition: str | None = None  # "disk full" / "database busy": why the engine is held up
 
     def __post_init__(self) -> None:
         self.use_config(self.config)
@@ -48,6 +50,14 @@ class EngineRuntime:
         """The job's tasks changed: the next tick decides whether the job is finished."""
         self.dirty_jobs.add(job_id)
 
+    def held(self) -> frozenset[str]:
+        """Executions this engine still answers for: running, or exited but not yet written.
+
+        An exit whose write failed (disk full, database busy) stays ours until it is
+        written, so its lease keeps being renewed and nobody recovers it meanwhile.
+        """
+        return frozenset(self.live) | frozenset(self.exited)
+
     def lost_claims(self, claims: list[ClaimFacts], now: float) -> list[Recovery]:
         """Claims whose runner is gone (dead engine, silent host) or whose lease expired."""
         if not claims:
@@ -58,8 +68,9 @@ class EngineRuntime:
             claims,
             owners,
             my_engine=self.engine_id,
-            my_live=frozenset(self.live),
+            my_live=self.held(),
             my_host=self.host,
             now=now,
             ttl=self.config.engine.lease_seconds,
+            max_recoveries=self.config.engine.max_recoveries,
         )

@@ -3,7 +3,7 @@
 Spawned hundreds of times by tests and demos, so it imports only the standard library and
 nothing else from relay_engine. Behaviour is scripted by the JSON object in RELAY_SIM_SCRIPT:
 duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
-grandchild_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
+grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
 troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result},
@@ -351,6 +351,35 @@ def spawn_grandchild(script: dict[str, Any]) -> None:
         os.replace(tmp, pid_file)
 
 
+def spawn_daemon(script: dict[str, Any]) -> None:
+    """Leave a process behind the way careless tools do: in our group, or a real daemon
+    (fork, ``setsid``, fork again) that no process group or parent ever accounts for."""
+    import subprocess
+
+    quiet = {
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+    }
+    if script["spawn_daemon"] == "setsid":
+        read_end, write_end = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            daemon = subprocess.Popen(["sleep", "600"], **quiet)  # type: ignore[call-overload]
+            os.write(write_end, str(daemon.pid).encode())
+            os._exit(0)
+        os.close(write_end)
+        pid = int(os.read(read_end, 32))
+        os.wait()
+    else:
+        pid = subprocess.Popen(["sleep", "600"], **quiet).pid  # type: ignore[call-overload]
+    pid_file = script.get("daemon_pid_file")
+    if pid_file:
+        with open(f"{pid_file}.tmp", "w", encoding="utf-8") as fh:
+            fh.write(str(pid))
+        os.replace(f"{pid_file}.tmp", pid_file)
+
+
 def spew(sim: Sim, total: int, binary: bool) -> None:
     """Dump lots of output fast, to prove the engine never buffers a child's stdout."""
     sys.stdout.flush()
@@ -400,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     sim = Sim(script, fmt, session, read_prompt(args, rest))
     if script.get("spawn_grandchild"):
         spawn_grandchild(script)
+    if script.get("spawn_daemon"):
+        spawn_daemon(script)
     sim.start()
     limited = rate_limit_message(script, sim.attempt, fmt)
     if limited is not None:

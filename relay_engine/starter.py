@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlmodel import Session
@@ -22,21 +22,25 @@ from relay_engine.completion import (
     finish_execution_row,
     limited_providers,
     move_to_other_agent,
+    release_task,
 )
 from relay_engine.config import AgentConfig
 from relay_engine.context import prompt_context
+from relay_engine.crashpoints import crash_point
 from relay_engine.failures import AgentFailure
+from relay_engine.faults import DiskFull, is_disk_full
 from relay_engine.jobs import timeout_for
 from relay_engine.launch import (
     LaunchRequest,
     adapter_for,
+    artifacts_root,
     build_launch,
     missing_executable,
     record_spawn,
 )
 from relay_engine.live import LiveExecution
 from relay_engine.model import Job, Task
-from relay_engine.outcomes import Outcome, OutcomeKind
+from relay_engine.outcomes import Outcome, OutcomeKind, StopReason
 from relay_engine.prompts import assemble_prompt
 from relay_engine.runner import LaunchError, LaunchSpec, launch
 from relay_engine.runtime import EngineRuntime
@@ -44,6 +48,16 @@ from relay_engine.selection import NoAgent, Park, Selected
 from relay_engine.states import TaskState
 from relay_engine.taskops import move_task
 from relay_engine.workspace import WorkspaceError
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A start that failed for the machine's reasons (disk full): refunded, not charged."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class Starter:
@@ -64,7 +78,7 @@ class Starter:
         capacity = self.runtime.config.engine.max_concurrent_agents
         with self.runtime.store.read() as session:
             limits = limited_providers(session)
-            view = dispatch.read_queue(session, limits)
+            view = dispatch.read_queue(session, limits, capacity)
             if not view.queued or len(view.running) >= capacity:
                 return False
             running = dispatch.running_by_agent(session)
@@ -89,26 +103,47 @@ class Starter:
         return self._start(wanted, capacity, now) or changed
 
     def _start(self, wanted: list[tuple[Task, Selected]], capacity: int, now: float) -> bool:
-        """Claim in one transaction, spawn, then record every start in one more."""
+        """Claim in one transaction, spawn, then record every start in one more.
+
+        Each agent's supervisor writes its on-disk record before the agent runs, so an
+        engine killed anywhere in between leaves nothing that recovery cannot find and kill.
+        """
         if not wanted:
             return False
+        runtime = self.runtime
         claims = dispatch.claim_batch(
-            self.runtime.store,
+            runtime.store,
             wanted,
-            engine_id=self.runtime.engine_id,
+            engine_id=runtime.engine_id,
             capacity=capacity,
-            lease_s=self.runtime.config.engine.lease_seconds,
+            lease_s=runtime.config.engine.lease_seconds,
             now=now,
+            artifacts=artifacts_root(runtime.workspace),
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
-        failed: list[tuple[dispatch.Claim, str | AgentFailure]] = []
+        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
         # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
         # overlapping them keeps a burst of starts from stalling the loop.
         for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
-            if isinstance(result, str | AgentFailure):
+            if isinstance(result, str | AgentFailure | Deferred):
                 failed.append((claim, result))
             else:
                 started.append((claim, *result))
+        crash_point("spawned")
+        try:
+            self._record_starts(started, failed, now)
+        except BaseException:
+            for _, live, _, _ in started:  # never run work the database does not know about
+                live.stop(StopReason.RELEASED, 0.0)
+            raise
+        return bool(claims)
+
+    def _record_starts(
+        self,
+        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]],
+        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]],
+        now: float,
+    ) -> None:
         with self.runtime.store.write() as session:
             owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
             for claim, live, spec, request in started:
@@ -116,13 +151,15 @@ class Starter:
                 self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
-        return bool(claims)
+        if any(isinstance(error, Deferred) for _, error in failed):
+            raise DiskFull("no space left for the artifacts of new executions")
 
     def _prepare(
         self, claim: dispatch.Claim
-    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure:
+    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure | Deferred:
         """Build and start one claimed task's agent; why, when it cannot start (an
-        :class:`AgentFailure` when the agent's CLI is missing: the task is not to blame)."""
+        :class:`AgentFailure` when the agent's CLI is missing, a :class:`Deferred` when the
+        disk is full: the task is not to blame for either)."""
         agent = self.runtime.config.agent(claim.selected.agent_id)
         if agent is None:
             return f"agent {claim.selected.agent_id} is no longer configured"
@@ -133,7 +170,7 @@ class Starter:
             request = self._launch_request(claim.task, agent, claim.execution_id)
             live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
         except (LaunchError, WorkspaceError, OSError, ValueError) as error:
-            return str(error)
+            return Deferred(str(error)) if is_disk_full(error) else str(error)
         return live, spec, request
 
     def spawn(
@@ -141,6 +178,7 @@ class Starter:
     ) -> tuple[LiveExecution, LaunchSpec]:
         """Start the agent process; the caller records it (see :func:`record_spawn`)."""
         spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
+        spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
         process = launch(spec, on_exit=self.runtime.wake)
         live = LiveExecution(
             execution_id=request.execution_id,
@@ -202,9 +240,21 @@ class Starter:
         )
 
     def _launch_failed(
-        self, session: Session, key: str, execution_id: str, error: str | AgentFailure, now: float
+        self,
+        session: Session,
+        key: str,
+        execution_id: str,
+        error: str | AgentFailure | Deferred,
+        now: float,
     ) -> None:
+        """A start that failed: the task's fault (charged), or the machine's (refunded)."""
         fenced = fenced_task(session, key, execution_id)
+        if isinstance(error, Deferred):
+            outcome = Outcome(OutcomeKind.RELEASED, error=f"not started: {error.reason}")
+            finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
+            if fenced is not None:
+                release_task(session, fenced, f"not started: {error.reason}", now=now)
+            return
         if isinstance(error, AgentFailure):
             outcome = Outcome(OutcomeKind.UNAVAILABLE, error=f"{error.kind}: {error.reason}")
         else:

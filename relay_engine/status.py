@@ -8,14 +8,16 @@ the head it saw, whether that head is still current, summary and findings).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from relay_engine.agent_status import agent_rows
 from relay_engine.budgets import Cap, Spend, judge
 from relay_engine.config import EngineConfig
-from relay_engine.model import Job, Plan, ProviderLimit, Task
+from relay_engine.health import low_space
+from relay_engine.model import EngineRecord, Job, Plan, ProviderLimit, Task
 from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
@@ -30,6 +32,11 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
         plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
         agents = [row.as_dict() for row in agent_rows(session, time.time())]
+        engines = session.exec(
+            select(EngineRecord)
+            .where(col(EngineRecord.stopped_at).is_(None))
+            .order_by(EngineRecord.started_at)
+        ).all()
         if job_id:
             jobs = [j for j in jobs if j.id == job_id]
             tasks = [t for t in tasks if t.job_id == job_id]
@@ -52,6 +59,7 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
         "agents": agents,
+        "conditions": conditions(store, engines),
     }
 
 
@@ -72,6 +80,21 @@ def _budget(job: Job, by_job: dict[str, UsageRow]) -> dict[str, Any]:
         "text": state.text,
         "fraction": round(state.fraction, 4),
     }
+
+
+def conditions(store: Store, engines: list[EngineRecord] | Any) -> list[dict[str, Any]]:
+    """What holds engines up: what they recorded, and a full disk under the database, which
+    an engine cannot record precisely because the disk is full."""
+    found = [
+        {"engine": e.id, "host": e.host, "pid": e.pid, "condition": e.condition}
+        for e in engines
+        if e.condition
+    ]
+    path = store.sqlite_path
+    full = low_space(Path(path).parent) if path else None
+    if full and not any(c["condition"] == full for c in found):
+        found.append({"engine": None, "host": None, "pid": None, "condition": full})
+    return found
 
 
 def _job(job: Job) -> dict[str, Any]:

@@ -8,24 +8,36 @@ instead of failing half way through with "database is locked".
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import time
+import urllib.parse
+import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticUndefined
 from sqlalchemy import event as sa_event
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SAEngine
-from sqlalchemy.exc import IntegrityError, ProgrammingError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, SQLModel, create_engine, select
 
-from relay_engine.model import SCHEMA_VERSION, Command, Event, SchemaInfo
+from relay_engine.faults import DatabaseBusy, DatabaseFault, explain, is_busy
+from relay_engine.model import MIGRATIONS, SCHEMA_VERSION, Command, Event, SchemaInfo
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, then "busy"
+PG_LOCK_TIMEOUT_MS = 3_000  # PostgreSQL: the longest any statement waits for a lock
+PG_IDLE_IN_TRANSACTION_MS = 5_000  # a paused engine's open transaction is ended by the server
+PG_CONNECT_TIMEOUT_S = 5
 
 
-class SchemaError(RuntimeError):
+class SchemaError(DatabaseFault):
     """The database was written by a different (newer) relay."""
 
 
@@ -39,16 +51,46 @@ def _normalise_url(url: str) -> str:
     return url
 
 
-def _sqlite_engine(url: str, *, immediate: bool) -> SAEngine:
+def _sqlite_connector(path: str, *, readonly: bool) -> Any:
+    """How to connect: read-write, or read-only -- falling back to an immutable snapshot
+    when even a read needs to write (WAL's shared-memory file in a read-only directory)."""
+
+    def connect(target: str, uri: bool) -> sqlite3.Connection:
+        return sqlite3.connect(
+            target,
+            uri=uri,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # we issue BEGIN ourselves
+        )
+
+    if not readonly:
+        return lambda: connect(path, False)
+
+    def connect_readonly() -> sqlite3.Connection:
+        quoted = urllib.parse.quote(path)
+        connection = connect(f"file:{quoted}?mode=ro", True)
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            connection.close()
+            connection = connect(f"file:{quoted}?immutable=1", True)
+        return connection
+
+    return connect_readonly
+
+
+def _sqlite_engine(path: str, *, immediate: bool, readonly: bool = False) -> SAEngine:
+    """An engine on one SQLite file; ``readonly`` never writes (not even the journal mode)."""
     engine = create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
+        "sqlite://", creator=_sqlite_connector(path, readonly=readonly), poolclass=QueuePool
     )
 
     @sa_event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        if not readonly:
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -61,39 +103,168 @@ def _sqlite_engine(url: str, *, immediate: bool) -> SAEngine:
     return engine
 
 
-class Store:
-    """One database, shared by every engine and console of a workspace (or a fleet)."""
+def _server_engine(url: str, *, readonly: bool) -> SAEngine:
+    """PostgreSQL with every wait bounded: no lock, and no paused peer, can freeze the fleet.
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    ``lock_timeout`` ends any wait for a lock; ``idle_in_transaction_session_timeout`` has
+    the server end the transaction of a client that stopped talking mid-way (an engine
+    paused with SIGSTOP), releasing whatever it held.
+    """
+    if not url.startswith("postgresql"):
+        return create_engine(url, pool_pre_ping=True)
+    options = (
+        f"-c lock_timeout={PG_LOCK_TIMEOUT_MS} "
+        f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_MS}"
+        + (" -c default_transaction_read_only=on" if readonly else "")
+    )
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=4,
+        connect_args={"options": options, "connect_timeout": PG_CONNECT_TIMEOUT_S},
+    )
+
+
+def sqlite_file_problem(path: Path) -> str | None:
+    """What makes ``path`` unusable before SQLite even opens it: it is empty.
+
+    Only ``stat`` is used: opening and closing the file here would drop every POSIX lock
+    this process's SQLite connections hold on it (closing any descriptor of a file releases
+    them all), and other processes would then checkpoint or delete the WAL under our feet.
+    Everything else (not a database, corrupted) SQLite reports itself; see :mod:`faults`.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        return f"cannot read {path}: {error.strerror}"
+    if size == 0:
+        return (
+            f"{path} is an empty file (0 bytes), not a relay database: `relay init` makes a "
+            "new database there, or point --db at your database"
+        )
+    return None
+
+
+class Store:
+    """One database, shared by every engine and console of a workspace (or a fleet).
+
+    ``readonly`` stores (``relay status``, ``relay events``, an attached console) never
+    write, not even the schema row, so they work on a read-only workspace and never wait
+    on a writer. A database relay cannot use raises :class:`DatabaseFault` with one line
+    saying why and what to do; the file is left exactly as it was.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        create_empty: bool = False,
+    ) -> None:
         self.url = _normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        if self.is_sqlite:
-            path = self.url.split("///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._writer = _sqlite_engine(self.url, immediate=True)
-            self._reader = _sqlite_engine(self.url, immediate=False)
+        self.readonly = readonly
+        try:
+            self._open(create=create, create_empty=create_empty)
+        except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
+            fault = DatabaseBusy if is_busy(error) else DatabaseFault
+            raise fault(explain(error, self.where, self.url.split(":", 1)[0])) from error
+
+    @property
+    def where(self) -> str:
+        return location(self.url)
+
+    @property
+    def sqlite_path(self) -> str | None:
+        return _sqlite_path(self.url)
+
+    def _open(self, *, create: bool, create_empty: bool) -> None:
+        path = self.sqlite_path
+        if path is not None:
+            self._prepare_sqlite_file(Path(path), create_empty=create_empty)
+            if not _writable(Path(path)):
+                self.readonly = True  # a read-only workspace can still be looked at
+            self._writer = _sqlite_engine(path, immediate=True, readonly=self.readonly)
+            self._reader = _sqlite_engine(path, immediate=False, readonly=self.readonly)
+        elif self.is_sqlite:
+            self._writer = self._reader = create_engine(self.url)
         else:
-            self._writer = create_engine(self.url, pool_pre_ping=True, pool_size=4)
+            self._writer = _server_engine(self.url, readonly=self.readonly)
             self._reader = self._writer
-        if create:
+        if self.readonly:
+            self._check_version()
+        elif create:
             self.ensure_schema()
 
+    def _prepare_sqlite_file(self, path: Path, *, create_empty: bool) -> None:
+        """Refuse an unusable file; create a missing one whole (never a 0-byte file)."""
+        if path.exists() and create_empty and path.stat().st_size == 0:
+            path.unlink()
+        if not path.exists():
+            try:
+                _create_sqlite_file(path)
+            except OSError as error:
+                if not self.readonly:
+                    raise DatabaseFault(f"cannot create {path}: {error.strerror}") from None
+                raise DatabaseFault(
+                    f"no relay database at {path}: nothing was submitted here"
+                ) from None
+            return
+        problem = sqlite_file_problem(path)
+        if problem is not None:
+            raise DatabaseFault(problem)
+
     @classmethod
-    def for_workspace(cls, workspace: Path, url: str | None = None) -> Store:
-        return cls(url or os.environ.get("RELAY_DB") or default_db_url(workspace))
+    def for_workspace(
+        cls, workspace: Path, url: str | None = None, *, readonly: bool = False
+    ) -> Store:
+        return cls(
+            url or os.environ.get("RELAY_DB") or default_db_url(workspace), readonly=readonly
+        )
 
     def ensure_schema(self) -> None:
-        """Create missing tables; refuse a database written by a newer schema."""
+        """Create missing tables, bring an older schema up to date, refuse a newer one."""
         self._create_tables()
         with self.write() as session:
             ensure_row(session, SchemaInfo, id=1, version=SCHEMA_VERSION)
-            info = session.get(SchemaInfo, 1)
-            if info is not None and info.version > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"{self.display_url()}: schema version {info.version} was written by a newer "
-                    f"relay (this one understands up to {SCHEMA_VERSION}); upgrade relay"
+            info = session.exec(
+                select(SchemaInfo).where(SchemaInfo.id == 1).with_for_update()
+            ).one()
+            self._refuse_newer(info.version)
+            if info.version < SCHEMA_VERSION:
+                add_missing_columns(session)
+            for version in range(info.version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(version, ()):
+                    session.exec(text(statement))  # type: ignore[call-overload]
+            if info.version < SCHEMA_VERSION:
+                info.version = SCHEMA_VERSION
+                session.add(info)
+
+    def _check_version(self) -> None:
+        with self.read() as session:
+            try:
+                info = session.get(SchemaInfo, 1)
+            except SQLAlchemyError as error:
+                if "no such table" in str(error) or "does not exist" in str(error):
+                    raise DatabaseFault(
+                        f"{self.where} has no relay tables: nothing was submitted there yet"
+                    ) from None
+                raise
+        if info is not None:
+            self._refuse_newer(info.version)
+            if info.version < SCHEMA_VERSION:
+                raise DatabaseFault(
+                    f"{self.where} has schema version {info.version}, this relay reads "
+                    f"{SCHEMA_VERSION}: run any relay command that writes (relay run) to upgrade"
                 )
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"{self.display_url()}: schema version {version} was written by a newer "
+                f"relay (this one understands up to {SCHEMA_VERSION}); upgrade relay"
+            )
 
     def _create_tables(self) -> None:
         """Create missing tables; a concurrent engine creating them at once is not an error."""
@@ -147,6 +318,101 @@ class Store:
         with self.read() as session:
             query = select(Event).where(Event.id > last_id).order_by(Event.id).limit(limit)  # type: ignore[operator,arg-type]
             return list(session.exec(query))
+
+
+def _sqlite_path(url: str) -> str | None:
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1] if "///" in url else ""
+    return path if path and path != ":memory:" else None
+
+
+def location(url: str) -> str:
+    """Where a database is, for messages: the file, or the server's host, port and database
+    (never the password)."""
+    path = _sqlite_path(url)
+    if path or url.startswith("sqlite"):
+        return path or url
+    try:
+        parsed = make_url(_normalise_url(url))
+    except ArgumentError:
+        return url.rsplit("@", maxsplit=1)[-1]
+    return f"{parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
+
+
+def _writable(path: Path) -> bool:
+    """Whether relay may write this database: the file, and its directory for the WAL."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def add_missing_columns(session: Session) -> list[str]:
+    """Add the columns the models have and an older database's tables lack, with their
+    defaults, so its rows stay valid; returns them as ``table.column``."""
+    connection = session.connection()
+    inspector = inspect(connection)
+    added = []
+    for table in SQLModel.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue  # create_all made it whole
+        present = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present:
+                ddl = _column_ddl(column, connection.dialect)
+                alter = f"ALTER TABLE {table.name} ADD COLUMN {ddl}"
+                session.exec(text(alter))  # type: ignore[call-overload]
+                added.append(f"{table.name}.{column.name}")
+    return added
+
+
+def _model_default(column: Any) -> Any:
+    """The value a new row gets for ``column``: the model field's default (or factory)."""
+    for mapper in SQLModel._sa_registry.mappers:  # type: ignore[attr-defined]
+        if mapper.local_table is column.table:
+            field = mapper.class_.model_fields.get(column.name)
+            if field is None:
+                return None
+            value = field.get_default(call_default_factory=True)
+            return None if value is PydanticUndefined else value
+    return None
+
+
+def _column_ddl(column: Any, dialect: Any) -> str:
+    """``name TYPE [NOT NULL] DEFAULT value``: existing rows get the model's default (a JSON
+    list stays a list); a column without one is added nullable."""
+    name = dialect.identifier_preparer.quote(column.name)
+    ddl = f"{name} {column.type.compile(dialect=dialect)}"
+    value = _model_default(column)
+    if value is None:
+        return ddl
+    if isinstance(value, bool):
+        literal = ("1" if value else "0") if dialect.name == "sqlite" else str(value).lower()
+    elif isinstance(value, int | float):
+        literal = repr(value)
+    else:
+        text_value = value if isinstance(value, str) else json.dumps(value)
+        literal = "'" + text_value.replace("'", "''") + "'"
+    return f"{ddl} {'' if column.nullable else 'NOT NULL '}DEFAULT {literal}"
+
+
+def _create_sqlite_file(path: Path) -> None:
+    """A new database appears whole or not at all: built under a temporary name, then linked
+    into place, so no reader ever mistakes a half-made file for a database (and a 0-byte
+    ``relay.db`` is never relay's own doing). If another process links first, its file wins.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    engine = create_engine(f"sqlite:///{tmp}")
+    try:
+        SQLModel.metadata.create_all(engine)
+        with Session(engine) as session:
+            session.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
+            session.commit()
+        engine.dispose()
+        with suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        engine.dispose()
+        tmp.unlink(missing_ok=True)
 
 
 def record_event(

@@ -29,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from relay_engine.inputs import size_text
+
 Priority = Literal["P0", "P1", "P2", "P3"]
 StorySize = Literal["S", "M", "L", "XL"]
 TaskKind = Literal["work", "review", "assess", "merge_prep", "troubleshoot", "fix", "rebase"]
@@ -323,6 +325,18 @@ def _task_problems(
     return problems
 
 
+def _input_problems(label: str, task: TaskDef, max_bytes: int | None) -> list[Problem]:
+    size = len(task.input.encode("utf-8", "surrogatepass"))
+    if max_bytes is None or size <= max_bytes:
+        return []
+    message = (
+        f"{size_text(size)}, over the {size_text(max_bytes)} limit "
+        "([inputs] max_task_input_bytes in relay.toml): put long material in a file "
+        "in the repository and name it in the input"
+    )
+    return [Problem(f"{label}.input", message)]
+
+
 def validate_graph(
     tasks: Sequence[TaskDef],
     *,
@@ -332,6 +346,7 @@ def validate_graph(
     field_prefix: str = "tasks",
     positions: Sequence[int] | None = None,
     other_jobs: bool = False,
+    max_input_bytes: int | None = None,
 ) -> list[Problem]:
     """Every problem with a set of tasks taken together, in input order, cycles last.
 
@@ -340,7 +355,8 @@ def validate_graph(
     whether those exist is checked at submit, against the database).
     ``known_roles`` / ``known_agents`` of None skip those checks. ``positions`` gives each
     task's index in its source list when some entries were dropped before this call, so the
-    reported field paths still point at the right entry.
+    reported field paths still point at the right entry. ``max_input_bytes`` caps each
+    task's input (an input that big could not even be passed on a command line).
     """
     indexes = list(positions) if positions is not None else list(range(len(tasks)))
     labels = [item_label(field_prefix, i, task) for i, task in zip(indexes, tasks, strict=True)]
@@ -359,6 +375,7 @@ def validate_graph(
         problems += _task_problems(
             labels[pos], task, known_ids, known_roles, known_agents, other_jobs
         )
+        problems += _input_problems(labels[pos], task, max_input_bytes)
     graph = {task_id: tasks[pos].depends_on for task_id, pos in first_seen.items()}
     for cycle in find_cycles(graph):
         label = labels[first_seen[cycle[0]]]

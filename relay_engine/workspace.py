@@ -31,6 +31,7 @@ class MergeResult:
     commit: str | None
     diffstat: str
     conflicts: tuple[str, ...] = ()
+    previous: str | None = None  # the job branch's head before this merge
 
 
 def job_branch(job_id: str) -> str:
@@ -177,6 +178,7 @@ def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) ->
     with git_lock(repo):
         job_tree = _job_worktree(repo, root, job_id)
         job_repo = Repo(job_tree)
+        previous = job_repo.head.commit.hexsha
         branch = task_branch(job_id, task_id)
         diffstat = run_git(job_repo, "diff", "--stat", f"HEAD...{branch}")
         ahead = int(run_git(job_repo, "rev-list", "--count", f"HEAD..{branch}"))
@@ -196,7 +198,21 @@ def merge_task(repo: Repo, root: Path, job_id: str, task_id: str, title: str) ->
             conflicts = _conflicted_paths(job_repo)
             run_git(job_repo, "merge", "--abort")
             return MergeResult(merged=False, commit=None, diffstat=diffstat, conflicts=conflicts)
-        return MergeResult(merged=True, commit=job_repo.head.commit.hexsha, diffstat=diffstat)
+        return MergeResult(
+            merged=True, commit=job_repo.head.commit.hexsha, diffstat=diffstat, previous=previous
+        )
+
+
+def undo_merge(repo: Repo, root: Path, job_id: str, merge: MergeResult) -> bool:
+    """Take a merge back out of the job branch, only if nothing was merged on top of it."""
+    if not merge.previous or not merge.commit or merge.previous == merge.commit:
+        return False
+    with git_lock(repo):
+        job_repo = Repo(_job_worktree(repo, root, job_id))
+        if job_repo.head.commit.hexsha != merge.commit:
+            return False
+        run_git(job_repo, "reset", "-q", "--hard", merge.previous)
+        return True
 
 
 def _conflicted_paths(repo: Repo) -> tuple[str, ...]:
@@ -276,3 +292,8 @@ class Worktrees:
             return None
         finally:
             prune_task(repo, self.root, job_id, task_id)
+
+    def undo_merge(self, repo_path: str | None, job_id: str, merge: MergeResult) -> bool:
+        """A stale execution's merge comes back out (see :func:`undo_merge`)."""
+        repo = open_repo(repo_path)
+        return repo is not None and undo_merge(repo, self.root, job_id, merge)

@@ -54,8 +54,10 @@ def relay_toml(
     agents: list[dict[str, Any]] | None = None,
     notifications: dict[str, Any] | None = None,
     git: dict[str, Any] | None = None,
+    **engine: Any,
 ) -> str:
-    """A relay.toml with fast ticks and, by default, one sim agent taking every role."""
+    """A relay.toml with fast ticks and, by default, one sim agent taking every role;
+    other keyword arguments are more ``[engine]`` settings."""
     config: dict[str, Any] = {
         "engine": {
             "max_concurrent_agents": capacity,
@@ -63,6 +65,7 @@ def relay_toml(
             "lease_seconds": lease,
             "heartbeat_seconds": heartbeat,
             "cancel_grace_seconds": grace,
+            **engine,
         },
         "agents": agents
         if agents is not None
@@ -127,11 +130,16 @@ class Workspace:
             check=False,
         )
 
-    def popen(self, *args: str, log_name: str = "engine.log") -> subprocess.Popen[bytes]:
+    def popen(
+        self, *args: str, log_name: str = "engine.log", env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.path / log_name, "wb")  # noqa: SIM115 - closed with the process
         try:
             return subprocess.Popen(
-                self.cli_argv(*args), stdout=log, stderr=subprocess.STDOUT, env=cli_env()
+                self.cli_argv(*args),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**cli_env(), **(env or {})},
             )
         finally:
             log.close()
@@ -296,6 +304,19 @@ def occupancy_by_events(
         elif event.kind in SLOT_RELEASES:
             holding[name].discard(key)
     return dict(peak)
+
+
+# -- git -------------------------------------------------------------------------------------
+def init_repo(path: Path) -> Path:
+    """A git repository with one commit on ``main``."""
+    from gitrepos import git
+
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "init")
+    return path
 
 
 # -- processes -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -28,12 +29,14 @@ def sim_spec(
     tmp_path: Path,
     script: dict[str, object],
     *,
-    execution_id: str = "e1",
+    execution_id: str | None = None,
     attempt: int = 1,
     timeout_s: float = 60.0,
     extra_argv: list[str] | None = None,
     stdin_text: str | None = None,
 ) -> LaunchSpec:
+    # Unique like real ones: a sweep for one execution's processes must not hit another test's.
+    execution_id = execution_id or uuid.uuid4().hex
     artifact_dir = tmp_path / ".relay" / "artifacts" / execution_id
     env = dict(os.environ)
     env.update(
@@ -86,7 +89,7 @@ def test_successful_run_writes_output_result_and_calls_on_exit(tmp_path: Path) -
     assert b"step 1/3" in first
     assert proc.wait(timeout=10) == 0
     assert done.wait(5)
-    assert exited == ["e1"]
+    assert exited == [proc.execution_id]
     rest = proc.read_new_stdout()
     assert first + rest == proc.stdout_path.read_bytes()
     assert b"step 1/3" not in rest

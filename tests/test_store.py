@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
+import subprocess
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
-from helpers import Workspace
+import pytest
+from helpers import Workspace, job_toml, sim
+from sqlalchemy import inspect, text
 
-from relay_engine.model import AgentRecord, ProviderLimit
-from relay_engine.store import ensure_row
+from relay_engine.model import (
+    SCHEMA_VERSION,
+    AgentRecord,
+    Execution,
+    ProviderLimit,
+    SchemaInfo,
+    Task,
+)
+from relay_engine.store import Store, ensure_row
 
 
 def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Workspace) -> None:
@@ -37,3 +52,94 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
     with store.read() as session:
         assert session.get(ProviderLimit, "claude") is not None
         assert session.get(AgentRecord, "claude-a") is not None
+
+
+def test_a_database_of_the_previous_schema_is_upgraded_with_its_data(
+    workspace: Workspace,
+) -> None:
+    store = workspace.store()
+    with store.write() as session:
+        session.add(Task(key="old/t", job_id="old", task_id="t", input="kept", attempt=2))
+        session.add(Execution(id="e", job_id="old", task_key="old/t"))
+        for statement in (
+            "DROP INDEX ix_relay_task_queue",
+            "DROP INDEX ix_relay_task_resumed",
+            "ALTER TABLE relay_task DROP COLUMN recoveries",
+            "ALTER TABLE relay_task DROP COLUMN external_deps",
+            "ALTER TABLE relay_plan DROP COLUMN recoveries",
+            "ALTER TABLE relay_engine DROP COLUMN condition",
+            "ALTER TABLE relay_execution DROP COLUMN cost_estimated",
+            "UPDATE relay_schema SET version = 1",
+        ):
+            session.exec(text(statement))  # type: ignore[call-overload]
+    store.dispose()
+
+    upgraded = Store(store.url)
+    with upgraded.read() as session:
+        assert session.get(SchemaInfo, 1).version == SCHEMA_VERSION  # type: ignore[union-attr]
+        task = session.get(Task, "old/t")
+        execution = session.get(Execution, "e")
+    assert task is not None and (task.input, task.attempt, task.recoveries) == ("kept", 2, 0)
+    assert task.external_deps == []
+    assert execution is not None and execution.cost_estimated is False
+    names = {i["name"] for i in inspect(upgraded._writer).get_indexes("relay_task")}
+    assert {"ix_relay_task_queue", "ix_relay_task_resumed"} <= names
+    upgraded.dispose()
+
+
+def test_status_answers_while_another_process_holds_the_write_lock(
+    sqlite_workspace: Workspace,
+) -> None:
+    sqlite_workspace.submit(job_toml("j", [{"id": "t"}]))
+    holder = sqlite3.connect(sqlite_workspace.path / ".relay" / "relay.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        status = sqlite_workspace.cli("status", "--json", timeout=10)
+        assert status.returncode == 0, status.stderr
+        assert [t["id"] for t in json.loads(status.stdout)["tasks"]] == ["t"]
+        cancel = sqlite_workspace.cli("cancel", "j/t", timeout=30)
+        assert cancel.returncode == 2
+        assert cancel.stderr.strip().startswith("error: database busy")
+        assert "Traceback" not in cancel.stderr
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+@pytest.fixture
+def read_only_workspace(sqlite_workspace: Workspace, tmp_path: Path) -> Iterator[Workspace]:
+    """The workspace, seen through a read-only bind mount."""
+    sqlite_workspace.submit(job_toml("j", [{"id": "t", "sim": sim(0.05)}]))
+    assert sqlite_workspace.cli("run", "--until-idle", "--quiet").returncode == 0
+    view = tmp_path / "read-only"
+    view.mkdir()
+    mounts = (
+        ["mount", "--bind", str(sqlite_workspace.path), str(view)],
+        ["mount", "-o", "remount,bind,ro", str(view)],
+    )
+    for argv in mounts:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            subprocess.run(["umount", str(view)], capture_output=True, check=False)
+            pytest.skip(f"cannot make a read-only bind mount here: {result.stderr.strip()}")
+    try:
+        yield Workspace(view)
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def test_a_read_only_workspace_still_shows_status_and_events(
+    read_only_workspace: Workspace,
+) -> None:
+    workspace = read_only_workspace
+    assert not os.access(workspace.path, os.W_OK)
+    status = workspace.cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert [t["state"] for t in json.loads(status.stdout)["tasks"]] == ["SUCCEEDED"]
+    events = workspace.cli("events")
+    assert events.returncode == 0 and "job j succeeded" in events.stdout
+    with Store.for_workspace(workspace.path).read() as session:  # what an attached console does
+        assert session.get(Task, "j/t") is not None
+    run = workspace.cli("run", "--until-idle")
+    assert run.returncode == 2
+    assert "is read-only" in run.stderr and len(run.stderr.strip().splitlines()) == 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepos import git
+from helpers import init_repo
 
 from relay_engine.workspace import (
     WorkspaceError,
@@ -16,24 +17,10 @@ from relay_engine.workspace import (
     prune_task,
 )
 
-IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@t"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *IDENTITY, *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
-
 
 @pytest.fixture
 def repo_dir(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("hello\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "init")
-    return repo
+    return init_repo(tmp_path / "repo")
 
 
 def test_task_changes_are_committed_and_merged_into_the_job_branch(

@@ -1,0 +1,313 @@
+"""The per-execution supervisor: parent of one agent, reaper of everything the agent starts.
+
+The engine runs this file as a script (``python -I -S supervisor.py …``, standard library
+only, so it starts in a few milliseconds) in a session of its own. It
+
+1. makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): any process the
+   agent starts that outlives its own parent -- a daemon that double-forks, a ``setsid``
+   grandchild -- is re-parented to the supervisor instead of to init, so it can always be
+   found by walking the supervisor's descendants;
+2. writes its on-disk record (pid, process group, start time, boot id) *before* the agent
+   can run, so whoever recovers the execution knows what to kill even if the engine died
+   before it recorded anything in the database;
+3. starts the agent and waits for it, watching a socket shared with its engine: a command
+   (``term <grace>`` / ``kill``) stops the agent's whole tree, and end-of-file -- the
+   engine died, whatever the instant -- does the same;
+4. when the agent exits, stops every descendant still running, then exits with the agent's
+   status (re-raising the signal that killed it), after telling the engine ``exit <code>``.
+
+Without ``prctl`` (not Linux) it still supervises the agent and its process group.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+
+# Only modules Python has loaded anyway, plus select, signal and (for prctl) ctypes: this
+# script starts once per agent, so every import is paid for on every task.
+
+PR_SET_CHILD_SUBREAPER = 36
+RECORD_NAME = "process.json"
+LEFTOVER_GRACE_S = 0.5  # a daemon left behind by an agent that exited gets this long after TERM
+KILL_ROUNDS = 50
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (which may hold spaces)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].decode("ascii", "replace").split()
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot: with the pid, a process's identity."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every live (non-zombie) process we can see."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(int(name))
+        if fields and len(fields) > 1 and fields[0] != "Z":
+            parents[int(name)] = int(fields[1])
+    return parents
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (children, grandchildren, …), parents first."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        below = children.get(frontier.pop(), [])
+        found.extend(below)
+        frontier.extend(below)
+    return found
+
+
+def _json(value: str | int | bool | None) -> str:
+    """JSON for the record's plain values (importing ``json`` would cost more than this)."""
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return '"' + "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in escaped) + '"'
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return str(int(value))
+
+
+def write_record(path: str, record: dict[str, str | int | bool | None]) -> None:
+    """Atomically, so a reader never sees half a record."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    body = ", ".join(f"{_json(key)}: {_json(value)}" for key, value in record.items())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("{" + body + "}")
+    os.replace(tmp, path)
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:  # noqa: SIM105 - importing contextlib would slow every start
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Supervisor:
+    """One agent's lifetime: start it, stop its tree on request or engine death, reap it."""
+
+    def __init__(self, control: int, grace_s: float) -> None:
+        self.control: int | None = control
+        self.grace_s = grace_s
+        self.agent_pid = 0
+        self.agent_status: int | None = None
+        self.kill_at: float | None = None
+        self._signals: list[int] = []
+        self._buffer = b""
+        self._wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        for sig in (*_STOP_SIGNALS, signal.SIGCHLD, signal.SIGUSR1):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._signals.append(signum)
+
+    def tell(self, line: str) -> None:
+        if self.control is None:
+            return
+        try:  # noqa: SIM105
+            os.write(self.control, (line + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def engine_gone(self) -> bool:
+        """True once the engine closed its end of the socket (it exited or was killed)."""
+        if self.control is None:
+            return True
+        ready, _, _ = select.select([self.control], [], [], 0)
+        return bool(ready) and self._read_commands()
+
+    def start(self, argv: list[str]) -> bool:
+        """Spawn the agent (``posix_spawnp``: no ``subprocess`` import, which would double
+        this script's start-up time); only stdin, stdout and stderr are inherited."""
+        if self.control is not None:
+            os.set_inheritable(self.control, False)
+        try:
+            self.agent_pid = os.posix_spawnp(argv[0], argv, os.environ)
+        except OSError as error:
+            reason = f"cannot start {argv[0]!r}: {error.strerror or error}"
+            self.tell(f"error {reason}")
+            os.write(2, f"relay: {reason}\n".encode("utf-8", "replace"))  # for the exit's judge
+            return False
+        self.tell(f"started {self.agent_pid}")
+        return True
+
+    def run(self) -> int:
+        """Wait for the agent while obeying the engine; returns its wait status code."""
+        while self.agent_status is None:
+            timeout = None if self.kill_at is None else max(0.0, self.kill_at - time.monotonic())
+            watched = [self._wake_r] + ([self.control] if self.control is not None else [])
+            ready, _, _ = select.select(watched, [], [], timeout)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 512)
+            if self.control is not None and self.control in ready and self._read_commands():
+                self.stop(self.grace_s)  # the engine is gone: so is its work
+            self._handle_signals()
+            if self.kill_at is not None and time.monotonic() >= self.kill_at:
+                self.kill_tree()
+            self.reap()
+        self.sweep()
+        return self.agent_status
+
+    def _read_commands(self) -> bool:
+        """Apply the engine's commands; True on end-of-file (the engine is gone)."""
+        assert self.control is not None
+        try:
+            data = os.read(self.control, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            self.control = None
+            return True
+        self._buffer += data
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            verb, _, arg = line.decode("utf-8", "replace").partition(" ")
+            if verb == "term":
+                self.stop(float(arg or self.grace_s))
+            elif verb == "kill":
+                self.kill_tree()
+        return False
+
+    def _handle_signals(self) -> None:
+        while self._signals:
+            signum = self._signals.pop(0)
+            if signum == signal.SIGUSR1:
+                self.kill_tree()
+            elif signum in _STOP_SIGNALS:
+                self.stop(self.grace_s)
+
+    def stop(self, grace_s: float) -> None:
+        """TERM the whole tree now, KILL whatever is left after ``grace_s``."""
+        if grace_s <= 0:
+            self.kill_tree()
+            return
+        _signal_all(descendants(os.getpid()), signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+
+    def kill_tree(self) -> None:
+        """SIGKILL every descendant, again and again until none is left (they may fork)."""
+        self.kill_at = time.monotonic() + 0.2
+        for _ in range(KILL_ROUNDS):
+            pids = descendants(os.getpid())
+            if not pids:
+                return
+            _signal_all(pids, signal.SIGKILL)
+            self.reap()
+            time.sleep(0.005)
+
+    def reap(self) -> None:
+        """Collect every exited child, the agent's status among them."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.agent_pid:
+                self.agent_status = os.waitstatus_to_exitcode(status)
+
+    def sweep(self) -> None:
+        """The agent exited: whatever it left running gets a short TERM, then KILL."""
+        if not descendants(os.getpid()):
+            return
+        _signal_all(descendants(os.getpid()), signal.SIGTERM)
+        deadline = time.monotonic() + min(self.grace_s, LEFTOVER_GRACE_S)
+        while time.monotonic() < deadline and descendants(os.getpid()):
+            self.reap()
+            time.sleep(0.02)
+        self.kill_tree()
+        self.reap()
+
+
+def parse(argv: list[str]) -> tuple[int, str, float, list[str]]:
+    """``--control FD --record PATH --grace S -- AGENT ARGV…``"""
+    split = argv.index("--")
+    options = dict(zip(argv[:split:2], argv[1:split:2], strict=True))
+    return (
+        int(options["--control"]),
+        options["--record"],
+        float(options.get("--grace", "5")),
+        argv[split + 1 :],
+    )
+
+
+def main(argv: list[str]) -> None:
+    control, record_path, grace_s, agent_argv = parse(argv)
+    supervisor = Supervisor(control, grace_s)
+    subreaper = become_subreaper()
+    pid = os.getpid()
+    write_record(
+        record_path,
+        {
+            "supervisor_pid": pid,
+            "pgid": os.getpgid(0),
+            "start_ticks": proc_start_ticks(pid),
+            "boot_id": boot_id(),
+            "host": os.uname().nodename,
+            "subreaper": subreaper,
+            "execution_id": os.environ.get("RELAY_EXECUTION_ID", ""),
+        },
+    )
+    if supervisor.engine_gone() or not supervisor.start(agent_argv):
+        os._exit(127)
+    code = supervisor.run()
+    supervisor.tell(f"exit {code}")
+    if code < 0:  # die of the agent's signal, so the engine sees what the agent saw
+        try:  # noqa: SIM105
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL has no handler to reset
+            pass
+        os.kill(pid, -code)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

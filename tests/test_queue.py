@@ -1,0 +1,72 @@
+"""Dispatch reads the top of the ready queue, in dispatch order, whatever the queue's length."""
+
+from __future__ import annotations
+
+import time
+
+from helpers import Workspace
+from sqlalchemy import insert
+
+from relay_engine import dispatch
+from relay_engine.model import Job, Task
+
+
+def queued_rows(count: int, now: float, **fields: object) -> list[dict[str, object]]:
+    return [
+        {
+            "key": f"j/{fields.get('prefix', 't')}{i:05d}",
+            "job_id": "j",
+            "task_id": f"{fields.get('prefix', 't')}{i:05d}",
+            "state": "QUEUED",
+            "priority": fields.get("priority", "P2"),
+            "workstream": fields.get("workstream"),
+            "dependencies": [],
+            "execution_history": [],
+            "created_at": now + i * 1e-3,
+            "updated_at": now,
+            "resumed_at": fields.get("resumed_at"),
+            "provider": fields.get("provider"),
+            "parked_at": fields.get("parked_at"),
+        }
+        for i in range(count)
+    ]
+
+
+def test_a_busy_workstream_at_the_head_of_the_queue_does_not_hide_the_rest(
+    workspace: Workspace,
+) -> None:
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        session.execute(insert(Task), queued_rows(500, now, priority="P0", workstream="w"))
+        session.execute(insert(Task), queued_rows(1, now + 10, prefix="free", priority="P3"))
+        running = session.get(Task, "j/t00000")
+        assert running is not None
+        running.state, running.execution_id = "RUNNING", "e-running"
+        session.add(running)
+    with store.read() as session:
+        view = dispatch.read_queue(session, {}, capacity=2)
+    assert [t.key for t in view.running] == ["j/t00000"]
+    assert [t.key for t in view.queued] == ["j/free00000"]  # the busy workstream stays unread
+    assert [t.key for t in dispatch.choose(view, capacity=2)] == ["j/free00000"]
+
+
+def test_the_top_of_the_queue_is_read_in_dispatch_order(workspace: Workspace) -> None:
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        session.execute(insert(Task), queued_rows(2000, now, priority="P2"))
+        session.execute(insert(Task), queued_rows(3, now + 5, prefix="urgent", priority="P0"))
+        session.execute(
+            insert(Task),
+            queued_rows(
+                2, now + 9, prefix="resumed", resumed_at=now, provider="claude", parked_at=now
+            ),
+        )
+    with store.read() as session:
+        view = dispatch.read_queue(session, {}, capacity=4)
+    assert len(view.queued) < 100  # a page or two, not the whole queue
+    chosen = [t.key for t in dispatch.choose(view, capacity=4)]
+    assert chosen == ["j/resumed00000", "j/resumed00001", "j/urgent00000", "j/urgent00001"]
