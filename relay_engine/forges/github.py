@@ -25,6 +25,7 @@ from relay_engine.states import PullState
 
 VIEW_FIELDS = "state,headRefOid,mergeable,reviewDecision,url,number"
 GH_TIMEOUT_S = 60.0
+GH_AUTH_REQUIRED = 4
 _PULL_URL = re.compile(r"https?://\S+/pull/(\d+)")
 
 
@@ -63,8 +64,11 @@ class GitHubForge:
             ) from None
 
     def _failed(self, what: str, result: subprocess.CompletedProcess[str]) -> ForgeError:
-        text = (result.stderr or result.stdout).strip().splitlines()
-        return ForgeError(f"gh {what} failed (exit {result.returncode}): {' '.join(text)[:500]}")
+        text = " ".join((result.stderr or result.stdout).strip().splitlines())[:500]
+        # gh words its auth failure differently with and without a terminal; exit 4 is stable.
+        if result.returncode == GH_AUTH_REQUIRED:
+            text += " (fix: run `gh auth login` or set GH_TOKEN for the engine)"
+        return ForgeError(f"gh {what} failed (exit {result.returncode}): {text}")
 
     def open(self, ref: PullRef) -> Opened:
         pushed = self.git.open(ref)
