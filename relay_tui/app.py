@@ -27,11 +27,13 @@ from relay_tui.commands import RelayCommands
 from relay_tui.crash import write_crash_report
 from relay_tui.engine_thread import EngineThread
 from relay_tui.feed import FeedReader
+from relay_tui.job_actions import JobActions
 from relay_tui.messages import CommandQueued, EngineStopped, FeedFailed, SnapshotLoaded, TargetMoved
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.modals import ConfirmScreen
+from relay_tui.screens.usage import UsageScreen
 from relay_tui.views import AgentView, CommandView, Snapshot
 from relay_tui.widgets.events import FollowLog
 from relay_tui.widgets.header import fleet_line, status_line
@@ -44,7 +46,7 @@ ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
 
 
-class RelayApp(OperatorActions, App[None]):
+class RelayApp(OperatorActions, JobActions, App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "relay"
     COMMANDS = App.COMMANDS | {RelayCommands}
@@ -86,6 +88,7 @@ class RelayApp(OperatorActions, App[None]):
             poll_interval=poll_interval,
             lease_seconds=self.config.engine.lease_seconds,
             clock=clock,
+            config=self.config,
         )
         self.engine: EngineThread | None = None
         if not self.attached:
@@ -205,6 +208,8 @@ class RelayApp(OperatorActions, App[None]):
             screen.reload()
         if isinstance(screen, JobScreen) and screen.concerns(snapshot):
             screen.reload()
+        if isinstance(screen, UsageScreen) and screen.concerns(bool(snapshot.new_events)):
+            screen.reload()
         for command in snapshot.command_outcomes:
             self._command_applied(command)
         self._notify_changes(previous, snapshot)
@@ -272,6 +277,7 @@ class RelayApp(OperatorActions, App[None]):
     def _adopt_config(self, config: RelayConfig) -> None:
         """Keys and notification settings follow a reloaded relay.toml."""
         self.config = config
+        self.feed.projection.config = config
         if config.keymap:
             self.set_keymap(dict(config.keymap))
 
