@@ -38,6 +38,7 @@ from relay_tui.views import AgentView, CommandView, Snapshot
 from relay_tui.widgets.events import FollowLog
 from relay_tui.widgets.header import fleet_line, status_line
 from relay_tui.widgets.live_table import LiveTable
+from relay_tui.widgets.panes import SortableTable
 from relay_tui.widgets.style import palette
 
 CONFIG_EVENTS = {"config.reloaded": "information", "config.invalid": "error"}
@@ -304,7 +305,7 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         capacity = self.config.engine.max_concurrent_agents
         main.set_header(fleet_line(self.mode_label(), self.snapshot, capacity, self.state_styles))
         table = main.active_table()
-        sort = getattr(table, "sort", None)
+        sort = table.sort if isinstance(table, SortableTable) else None
         main.set_status(
             status_line(
                 main.target(),

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlmodel import col, select
-
-from typing import Any
 
 from relay_engine.model import Event, Execution, Job, Plan, Review, Task
 from relay_engine.pulls import pull_summaries

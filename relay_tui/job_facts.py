@@ -70,7 +70,9 @@ def review_text(reviews: Sequence[Review], pr: Mapping[str, Any] | None) -> Text
     text.append(f" · {where} {(latest.head_sha or '?')[:7]}\n")
     if latest.summary:
         text.append(f"{latest.summary}\n", style="italic")
-    for finding, line in zip(latest.findings or [], finding_lines(latest.findings or [])):
+    for finding, line in zip(
+        latest.findings or [], finding_lines(latest.findings or []), strict=True
+    ):
         severity = str(finding.get("severity") or "minor")
         text.append(line.removeprefix("- ") + "\n", style=SEVERITY_STYLES.get(severity, ""))
     return text

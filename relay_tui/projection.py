@@ -349,7 +349,6 @@ def provider_views(
     running = Counter(run.provider for run in runs if run.provider)
     parked = Counter(t.waiting_on_provider for t in tasks if t.state == "PARKED")
     names = set(by_name) | {a.provider for a in agents} | set(running)
-    names |= {name for name in parked if name}
     for name in sorted(n for n in names if n):
         limit = by_name.get(name)
         yield ProviderView(

@@ -18,8 +18,8 @@ LEVEL_STATES = {"ok": "SUCCEEDED", "warning": "PARKED", "exhausted": "FAILED"}
 
 
 def money(cost: float, estimated: bool = False) -> str:
-    """``$1.23``; below a dollar three decimals (agent runs cost cents); ``~`` marks estimates."""
-    text = f"${cost:,.2f}" if cost >= 1 or cost == 0 else f"${cost:.3f}"
+    """``$1.23``; below a cent ``$0.004`` (a short run costs that); ``~`` marks estimates."""
+    text = f"${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.3f}"
     return f"~{text}" if estimated else text
 
 
@@ -44,8 +44,8 @@ def spend_text(spend: SpendView) -> str:
 
 def spend_line(spend: SpendView) -> str:
     """Everything about a spend in one line, for previews and the job view."""
-    if not spend.executions:
-        return "nothing spent yet"
+    if not spend.cost_usd and not spend.tokens:
+        return "nothing reported yet"
     parts = [money(spend.cost_usd, spend.estimated) if spend.cost_usd else "no cost reported"]
     parts.append(
         f"{tokens_text(spend.input_tokens)} in / {tokens_text(spend.output_tokens)} out"

@@ -38,22 +38,25 @@ FACT_SECTIONS = (
 )
 
 
+LIFECYCLE_KINDS = frozenset({"review", "fix", "rebase"})
 UPSTREAM_SECONDS = 1.0  # other jobs' work is not on this job's critical path
 
 
 def graph_nodes(detail: JobDetail, now: float) -> list[GraphNode]:
-    """The job's tasks, each troubleshooter after the task it looks into, and a first
-    column of what the job waits on in other jobs (``after`` jobs, other jobs' tasks)."""
+    """The job's tasks; review, fix and rebase work chained after the work it follows; each
+    troubleshooter after the task it looks into; and a first column of what the job waits
+    on in other jobs (``after`` jobs, other jobs' tasks)."""
     tasks = detail.tasks
     first_wave = min((t.wave for t in tasks), default=1)
     after = tuple(f"job:{name}" for name in (detail.job.after if detail.job else ()))
+    chained = lifecycle_edges(tasks)
     nodes = [
         GraphNode(
             id=t.task_id,
             label=t.task_id,
             state="BLOCKED" if t.state == "DRAFT" and t.blocked_by else str(t.state),
             wave=t.wave,
-            dependencies=_task_edges(t, after),
+            dependencies=chained.get(t.task_id) or _task_edges(t, after),
             seconds=node_seconds(t.story_size, t.started_at, t.finished_at, now),
         )
         for t in tasks
@@ -71,6 +74,20 @@ def graph_nodes(detail: JobDetail, now: float) -> list[GraphNode]:
         for name in upstream
     ]
     return nodes
+
+
+def lifecycle_edges(tasks: list[Task]) -> dict[str, tuple[str, ...]]:
+    """Review, fix and rebase tasks carry no dependencies (they come after all the work):
+    draw each after the previous one, the first after the work's last tasks."""
+    work = [t for t in tasks if t.kind not in LIFECYCLE_KINDS and not t.parent_key]
+    needed = {dep for t in work for dep in t.dependencies or ()}
+    previous = tuple(t.task_id for t in work if t.task_id not in needed)
+    edges: dict[str, tuple[str, ...]] = {}
+    for task in tasks:  # in creation order
+        if task.kind in LIFECYCLE_KINDS and not task.dependencies:
+            edges[task.task_id] = previous
+            previous = (task.task_id,)
+    return edges
 
 
 def _task_edges(task: Task, after: tuple[str, ...]) -> tuple[str, ...]:
@@ -166,6 +183,7 @@ class JobScreen(ClosesOnce, Screen[None]):
             "job-plans": plans_text(detail, styles),
         }
         for widget_id, text in facts.items():
+            text.rstrip()
             self.query_one(f"#{widget_id}", Static).update(text)
         self.loaded.set()
 

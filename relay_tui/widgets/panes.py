@@ -244,7 +244,7 @@ class JobsTable(SortableTable):
             return ""
         note = full_note(task)
         spent = snapshot.task_spend.get(key)
-        cost = f" · spent {spend_line(spent)}" if spent else ""
+        cost = f" · spent {spend_line(spent)}" if spent and spend_text(spent) else ""
         return (f"{task.key}: {note}" if note else f"{task.key}: {task.title}") + cost
 
 
@@ -434,14 +434,14 @@ class ProvidersTable(LiveTable):
     """One row per provider, and under it one row per agent with its availability."""
 
     COLUMNS = (
-        ("provider", "Provider / agent", 12),
-        ("status", "Status", 9),
-        ("reset", "Resets", 8),
-        ("in", "In", 6),
-        ("parked", "Parked", 6),
-        ("running", "Run", 4),
+        ("provider", "Provider/agent", 12),
+        ("status", "Status", 14),
+        ("reset", "Resets", 6),
+        ("in", "In", 5),
+        ("parked", "Wait", 4),
+        ("running", "Run", 3),
     )
-    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 2}
+    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 3}
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
@@ -458,7 +458,7 @@ class ProvidersTable(LiveTable):
                     (
                         Text(provider.provider, style="bold", end=""),
                         styled(status, provider.status, styles),
-                        clock_time(provider.reset_at) if limited else "",
+                        clock_time(provider.reset_at)[:5] if limited else "",
                         countdown,
                         str(provider.parked),
                         str(provider.running),
@@ -505,7 +505,7 @@ def agent_row(
         (
             Text.assemble(("└ ", "dim"), name, end=""),
             Text(agent.summary, style=agent_style(agent.status, styles), end=""),
-            clock_time(until) if until else "",
+            clock_time(until)[:5] if until else "",
             duration(until - now) if until and until > now else "",
             str(waiting) if waiting else "",
             str(running),
