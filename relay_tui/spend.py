@@ -101,19 +101,18 @@ def bar_chart(series: Series, height: int, style: str = "") -> list[Text]:
     """Vertical bars in eighth blocks, two columns per bucket, a scale on the left and the
     hour (or day of month) under every third bar."""
     top = max(series.values, default=0.0)
-    scale = [money(top * (height - row) / height) if top else "" for row in range(height)]
-    pad = max((len(label) for label in scale), default=1) + 1
+    pad = len(money(top)) + 1
     eighths = [round(value / top * height * 8) if top else 0 for value in series.values]
     lines = []
     for row in range(height):
         floor = (height - 1 - row) * 8
         bars = "".join(BLOCKS[max(0, min(8, units - floor))] * 2 for units in eighths)
-        label = scale[row] if row in (0, height - 1) else ""
+        label = money(top) if row == 0 else ""
         line = Text(f"{label:>{pad}}│", style="dim", end="", no_wrap=True)
         line.append(bars, style=style)
         lines.append(line)
     axis = "".join((label if i % 3 == 0 else "  ") for i, label in enumerate(series.labels))
-    lines.append(Text(f"{'':>{pad}}└{'─' * 2 * len(series.values)}", style="dim", end=""))
+    lines.append(Text(f"{'$0':>{pad}}└{'─' * 2 * len(series.values)}", style="dim", end=""))
     lines.append(Text(f"{'':>{pad}} {axis}", style="dim", end=""))
     return lines
 

@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.events import Resize
+from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -37,6 +37,7 @@ NARROW_WIDTH = 120
 RELOAD_SECONDS = 5.0
 CHART = {"hour": 24, "day": 14}  # buckets shown per unit
 CHART_HEIGHT = 6
+BAR = 12  # budget bar cells
 TABLES = (("job", "By job"), ("agent", "By agent"), ("provider", "By provider"))
 
 
@@ -106,22 +107,35 @@ class UsageScreen(ClosesOnce, Screen[None]):
         yield Static(id="usage-title")
         with Horizontal(id="usage-body"):
             with VerticalScroll(id="usage-tables"):
-                for key, title in TABLES:
-                    yield Static(title, classes="section")
-                    yield DataTable(id=f"usage-{key}", cursor_type="row", zebra_stripes=False)
+                yield Static("Budgets", classes="section")
+                yield DataTable(id="usage-budgets", cursor_type="row")
+                yield from self._table("job", "By job")
             with VerticalScroll(id="usage-side"):
                 yield Static(id="usage-chart-title", classes="section")
                 yield Static(id="usage-chart")
-                yield Static("Budgets", classes="section")
-                yield DataTable(id="usage-budgets", cursor_type="row")
+                yield from self._table("agent", "By agent")
+                yield from self._table("provider", "By provider")
         yield Footer()
+
+    @staticmethod
+    def _table(key: str, title: str) -> ComposeResult:
+        yield Static(title, classes="section")
+        yield DataTable(id=f"usage-{key}", cursor_type="row")
+
+    @on(DescendantFocus)
+    def _focus_moved(self, event: DescendantFocus) -> None:
+        """Only the focused table shows its cursor: ``b`` acts on that row."""
+        for table in self.query(DataTable):
+            table.show_cursor = table is event.widget
 
     def on_mount(self) -> None:
         for key, _title in TABLES:
             table = self.query_one(f"#usage-{key}", DataTable)
             table.add_columns(key.capitalize(), "Cost", "Tokens in/out", "Cached", "Runs")
         self.query_one("#usage-budgets", DataTable).add_columns("Budget", "Spent", "Of")
-        self.query_one("#usage-job", DataTable).focus()
+        for table in self.query(DataTable):
+            table.show_cursor = False
+        self.query_one("#usage-budgets", DataTable).focus()
         self.reload()
 
     def on_resize(self, event: Resize) -> None:
@@ -206,17 +220,17 @@ class UsageScreen(ClosesOnce, Screen[None]):
             label = styled(
                 f"job {job.id}", "FAILED" if job.budget_exhausted else "", self.state_styles
             )
-            note = "  b raises it" if job.budget_exhausted else ""
+            text = job.budget.text.replace("budget exhausted: ", "spent: ")
             table.add_row(
                 label,
-                budget_bar(job.budget, self.state_styles),
-                job.budget.text + note,
+                budget_bar(job.budget, self.state_styles, BAR),
+                text + (" · b raises it" if job.budget_exhausted else ""),
                 key=f"job:{job.id}",
             )
         for daily in data.daily:
             table.add_row(
                 daily.what,
-                budget_bar(daily.budget, self.state_styles),
+                budget_bar(daily.budget, self.state_styles, BAR),
                 daily.budget.text,
                 key=daily.what,
             )
