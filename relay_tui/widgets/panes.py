@@ -471,7 +471,7 @@ class ProvidersTable(LiveTable):
         return rows
 
     def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
-        self.sync(self.build_rows(snapshot, now, styles), keep_order=False)
+        self.sync(self.build_rows(snapshot, now, styles), keep_order=True)
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         if key is not None and key.startswith(AGENT_ROW):
