@@ -14,6 +14,7 @@ from relay_tui.screens.help import HelpScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.modals import ConfirmScreen, PinScreen, ReplanScreen
+from relay_tui.screens.usage import UsageScreen
 from relay_tui.target import Target
 from relay_tui.views import AgentView, Snapshot, TaskView
 
@@ -62,6 +63,8 @@ class OperatorActions:
         if isinstance(screen, JobScreen):
             return Target("job", f"job:{screen.job_id}", None, screen.job_id)
         if isinstance(screen, MainScreen):
+            return screen.target()
+        if isinstance(screen, UsageScreen):
             return screen.target()
         return Target("none")
 
@@ -216,6 +219,7 @@ class OperatorActions:
             *MainScreen.BINDINGS,
             *DetailScreen.BINDINGS,
             *JobScreen.BINDINGS,
+            *UsageScreen.BINDINGS,
             *self.table_bindings(),
             *self.BINDINGS,
         ]

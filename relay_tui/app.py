@@ -27,15 +27,18 @@ from relay_tui.commands import RelayCommands
 from relay_tui.crash import write_crash_report
 from relay_tui.engine_thread import EngineThread
 from relay_tui.feed import FeedReader
+from relay_tui.job_actions import JobActions
 from relay_tui.messages import CommandQueued, EngineStopped, FeedFailed, SnapshotLoaded, TargetMoved
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.modals import ConfirmScreen
+from relay_tui.screens.usage import UsageScreen
 from relay_tui.views import AgentView, CommandView, Snapshot
 from relay_tui.widgets.events import FollowLog
 from relay_tui.widgets.header import fleet_line, status_line
 from relay_tui.widgets.live_table import LiveTable
+from relay_tui.widgets.panes import SortableTable
 from relay_tui.widgets.style import palette
 
 CONFIG_EVENTS = {"config.reloaded": "information", "config.invalid": "error"}
@@ -44,7 +47,7 @@ ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
 
 
-class RelayApp(OperatorActions, App[None]):
+class RelayApp(OperatorActions, JobActions, App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "relay"
     COMMANDS = App.COMMANDS | {RelayCommands}
@@ -86,6 +89,7 @@ class RelayApp(OperatorActions, App[None]):
             poll_interval=poll_interval,
             lease_seconds=self.config.engine.lease_seconds,
             clock=clock,
+            config=self.config,
         )
         self.engine: EngineThread | None = None
         if not self.attached:
@@ -205,6 +209,8 @@ class RelayApp(OperatorActions, App[None]):
             screen.reload()
         if isinstance(screen, JobScreen) and screen.concerns(snapshot):
             screen.reload()
+        if isinstance(screen, UsageScreen) and screen.concerns(bool(snapshot.new_events)):
+            screen.reload()
         for command in snapshot.command_outcomes:
             self._command_applied(command)
         self._notify_changes(previous, snapshot)
@@ -272,6 +278,7 @@ class RelayApp(OperatorActions, App[None]):
     def _adopt_config(self, config: RelayConfig) -> None:
         """Keys and notification settings follow a reloaded relay.toml."""
         self.config = config
+        self.feed.projection.config = config
         if config.keymap:
             self.set_keymap(dict(config.keymap))
 
@@ -298,7 +305,7 @@ class RelayApp(OperatorActions, App[None]):
         capacity = self.config.engine.max_concurrent_agents
         main.set_header(fleet_line(self.mode_label(), self.snapshot, capacity, self.state_styles))
         table = main.active_table()
-        sort = getattr(table, "sort", None)
+        sort = table.sort if isinstance(table, SortableTable) else None
         main.set_status(
             status_line(
                 main.target(),

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlmodel import col, select
 
-from relay_engine.model import Event, Execution, Job, Plan, Task
+from relay_engine.model import Event, Execution, Job, Plan, Review, Task
+from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_tui.projection import event_view
-from relay_tui.views import EventView
+from relay_tui.reads import spend_by
+from relay_tui.views import NO_SPEND, EventView, SpendView
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,12 @@ class JobDetail:
     job: Job | None
     tasks: list[Task] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
+    pr: dict[str, Any] | None = None
+    reviews: list[Review] = field(default_factory=list)
+    upstream: dict[str, str] = field(default_factory=dict)
+    """States of what this job waits on in other jobs: job ids (``after``) and "JOB/TASK"
+    keys (tasks' ``external_deps``)."""
+    spend: SpendView = NO_SPEND
 
 
 def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
@@ -73,4 +82,28 @@ def job_detail(store: Store, job_id: str) -> JobDetail:
         plans = list(
             session.exec(select(Plan).where(Plan.job_id == job_id).order_by(col(Plan.round)))
         )
-        return JobDetail(job=job, tasks=tasks, plans=plans)
+        reviews = list(
+            session.exec(select(Review).where(Review.job_id == job_id).order_by(col(Review.number)))
+        )
+        return JobDetail(
+            job=job,
+            tasks=tasks,
+            plans=plans,
+            pr=pull_summaries(session, [job_id])[job_id]["pr"],
+            reviews=reviews,
+            upstream=upstream_states(session, job, tasks),
+            spend=spend_by(session, Execution.job_id, [job_id]).get(job_id, NO_SPEND),
+        )
+
+
+def upstream_states(session: Any, job: Job, tasks: list[Task]) -> dict[str, str]:
+    """The state of every job in ``after`` and every other job's task a task waits for."""
+    keys = sorted({key for task in tasks for key in task.external_deps or ()})
+    states: dict[str, str] = {}
+    if job.after:
+        query = select(Job.id, Job.state).where(col(Job.id).in_(list(job.after)))
+        states.update({name: str(state) for name, state in session.exec(query)})
+    if keys:
+        query = select(Task.key, Task.state).where(col(Task.key).in_(keys))
+        states.update({key: str(state) for key, state in session.exec(query)})
+    return states

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from relay_engine.config import RelayConfig
 from relay_engine.store import Store
 from relay_tui.projection import Projection
 from relay_tui.views import Snapshot
@@ -33,8 +34,9 @@ class FeedReader:
         poll_interval: float,
         lease_seconds: float,
         clock: Callable[[], float],
+        config: RelayConfig | None = None,
     ) -> None:
-        self.projection = Projection(store, lease_seconds=lease_seconds, clock=clock)
+        self.projection = Projection(store, lease_seconds=lease_seconds, clock=clock, config=config)
         self._deliver = deliver
         self._failed = failed
         self.poll_interval = poll_interval

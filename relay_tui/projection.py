@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from sqlmodel import Session, col, func, select
 
+from relay_engine.config import RelayConfig
 from relay_engine.model import (
     AgentRecord,
     Command,
@@ -30,7 +31,9 @@ from relay_engine.model import (
     Task,
 )
 from relay_engine.store import Store
+from relay_tui.reads import agent_views, job_views, spend_by
 from relay_tui.views import (
+    NO_SPEND,
     TASK_COLUMNS,
     AgentView,
     CommandView,
@@ -41,11 +44,14 @@ from relay_tui.views import (
     ProviderView,
     RunView,
     Snapshot,
+    SpendView,
     TaskView,
     WaveView,
 )
 
 FULL_RELOAD_SECONDS = 30.0
+SPEND_SECONDS = 1.0
+"""A busy job's spend is summed again at most this often (each sum reads its executions)."""
 EVENT_BATCH = 5000
 EVENT_LOG_SIZE = 500
 
@@ -71,10 +77,17 @@ class Projection:
         *,
         lease_seconds: float = 90.0,
         clock: Callable[[], float] = time.time,
+        config: RelayConfig | None = None,
     ) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
         self.clock = clock
+        self.config = config
+        """Agents and daily budgets as relay.toml says (the app replaces it on a reload)."""
+        self._job_spend: dict[str, SpendView] = {}
+        self._task_spend: dict[str, SpendView] = {}
+        self._spend_due: set[str] = set()
+        self._spend_read = 0.0
         self.last_event_id = 0
         self._tasks: dict[str, TaskView] = {}
         self._loaded_once = False
@@ -99,11 +112,13 @@ class Projection:
             structure = (old_keys is not None and old_keys != set(self._tasks)) or any(
                 (k in self._tasks) != (v is not None) for k, v in before.items()
             )
-            jobs = tuple(_jobs(session))
+            self._read_spend(session, events, changed, full)
+            jobs = tuple(self._jobs(session))
             plans = tuple(_plans(session))
             runs = tuple(_runs(session))
             limits = list(session.exec(select(ProviderLimit)))
             agents = tuple(_agents(session))
+            agent_rows = agent_views(session, self.clock(), self.config, listed=bool(agents))
             fleet = self._fleet(session)
             outcomes = self._outcomes(session)
         first = not self._loaded_once
@@ -129,7 +144,39 @@ class Projection:
             state_counts=Counter(t.shown_state for t in tasks.values()),
             fleet=fleet,
             command_outcomes=outcomes,
+            agent_rows=agent_rows,
+            task_spend=MappingProxyType(dict(self._task_spend)),
         )
+
+    def _read_spend(
+        self, session: Session, events: Iterable[Event], changed: Iterable[str], full: bool
+    ) -> None:
+        """Spend of the tasks that changed, and of the jobs events named (at most once a
+        :data:`SPEND_SECONDS` for a busy job)."""
+        if full:
+            self._task_spend = spend_by(session, Execution.task_key)
+            self._job_spend = spend_by(session, Execution.job_id)
+            self._spend_due.clear()
+            self._spend_read = time.monotonic()
+            return
+        keys = list(changed)
+        if keys:
+            fresh = spend_by(session, Execution.task_key, keys)
+            for key in keys:
+                self._task_spend.pop(key, None)
+            self._task_spend.update(fresh)
+        self._spend_due |= {e.job_id for e in events if e.job_id}
+        if self._spend_due and time.monotonic() - self._spend_read >= SPEND_SECONDS:
+            due, self._spend_due = self._spend_due, set()
+            for job_id in due:
+                self._job_spend.pop(job_id, None)
+            self._job_spend.update(spend_by(session, Execution.job_id, due))
+            self._spend_read = time.monotonic()
+
+    def _jobs(self, session: Session) -> list[JobView]:
+        rows = list(session.exec(select(Job).order_by(col(Job.created_at), col(Job.id))))
+        warn_at = self.config.engine.budget_warn_at if self.config else 0.8
+        return job_views(session, rows, self._job_spend, warn_at)
 
     def _fleet(self, session: Session) -> FleetView:
         now = self.clock()
@@ -228,25 +275,6 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _jobs(session: Session) -> Iterable[JobView]:
-    for row in session.exec(select(Job).order_by(col(Job.created_at), col(Job.id))):
-        yield JobView(
-            id=row.id,
-            title=row.title or row.id,
-            state=str(row.state),
-            mode=row.mode,
-            wave_gate=row.wave_gate,
-            approved_wave=row.approved_wave,
-            priority=row.priority,
-            created_at=row.created_at,
-            objective=row.objective,
-            repo_path=row.repo_path,
-            base_branch=row.base_branch,
-            job_branch=row.job_branch,
-            error=row.error,
-        )
-
-
 def _plans(session: Session) -> Iterable[PlanView]:
     for row in session.exec(select(Plan).order_by(col(Plan.job_id), col(Plan.round))):
         yield PlanView(
@@ -278,7 +306,22 @@ def _runs(session: Session) -> Iterable[RunView]:
             started_at=row.started_at,
             last_output=row.last_output,
             artifact_dir=row.artifact_dir,
+            model=row.model,
+            spend=_run_spend(row),
         )
+
+
+def _run_spend(row: Execution) -> SpendView:
+    if row.cost_usd is None and not row.input_tokens and not row.output_tokens:
+        return NO_SPEND
+    return SpendView(
+        cost_usd=row.cost_usd or 0.0,
+        estimated=row.cost_estimated,
+        input_tokens=row.input_tokens or 0,
+        output_tokens=row.output_tokens or 0,
+        cached_tokens=row.cached_tokens or 0,
+        executions=1,
+    )
 
 
 def _agents(session: Session) -> Iterable[AgentView]:
@@ -306,7 +349,6 @@ def provider_views(
     running = Counter(run.provider for run in runs if run.provider)
     parked = Counter(t.waiting_on_provider for t in tasks if t.state == "PARKED")
     names = set(by_name) | {a.provider for a in agents} | set(running)
-    names |= {name for name in parked if name}
     for name in sorted(n for n in names if n):
         limit = by_name.get(name)
         yield ProviderView(

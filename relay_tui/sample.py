@@ -1,7 +1,9 @@
 """A fixed mid-run state written straight into SQLite, for snapshot tests and screenshots.
 
 Two jobs across two waves with every interesting task state: running, parked on a limited
-provider, failed, blocked, succeeded, and a wave gate waiting for the operator. All times
+provider, failed (with its troubleshooter), blocked, succeeded, and a wave gate waiting for
+the operator; plus the later-stage jobs of :mod:`relay_tui.sample_jobs` (pull requests,
+reviews, a spent budget, a job waiting on another). All times
 are offsets from :data:`NOW`, so a console run with ``clock=lambda: NOW`` renders the same
 pixels every time (tests also pin ``TZ=UTC``).
 """
@@ -21,9 +23,11 @@ from relay_engine.model import (
     Task,
 )
 from relay_engine.store import Store
+from relay_tui import sample_jobs
+from relay_tui.sample_jobs import NOW
 from relay_tui.sample_repo import codex_lines, write_sample_repo
 
-NOW = 1_767_258_000.0  # 2026-01-01 09:00:00 UTC
+__all__ = ["NOW", "frozen_clock", "write_empty", "write_sample"]
 
 
 def frozen_clock() -> float:
@@ -170,6 +174,11 @@ def _executions(artifacts: Path) -> list[Execution]:
             ended_at=NOW - 1260,
             exit_code=0,
             outcome="succeeded",
+            input_tokens=42_000,
+            output_tokens=6_100,
+            cached_tokens=30_000,
+            model="claude-sonnet-4-5",
+            cost_usd=0.42,
         ),
         run(
             "ex-docs-1",
@@ -199,6 +208,11 @@ def _executions(artifacts: Path) -> list[Execution]:
             ended_at=NOW - 640,
             exit_code=1,
             outcome="failed",
+            input_tokens=25_000,
+            output_tokens=3_000,
+            model="gpt-5-codex",
+            cost_usd=0.18,
+            cost_estimated=True,
         ),
     ]
 
@@ -303,12 +317,14 @@ def write_sample(path: Path) -> str:
                 mode="autonomous",
                 wave_gate="operator",
                 approved_wave=1,
+                budget_usd=1.0,
                 created_at=NOW - 3000,
             )
         )
         session.add_all(_search_wave_one() + _search_wave_two() + _billing_tasks())
         session.add_all(_executions(artifacts))
         session.add_all(_fleet_rows())
+        session.add_all(sample_jobs.rows())
     store.dispose()
     for eid in ("ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
         (artifacts / eid).mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,17 @@ class Target:
     job_id: str | None = None
 
     @property
+    def agent_id(self) -> str | None:
+        """The agent of an agent row (Providers pane)."""
+        if self.row_key and self.row_key.startswith("agent:"):
+            return self.row_key.removeprefix("agent:")
+        return None
+
+    @property
     def label(self) -> str:
         """What the status bar shows after ``▶``."""
+        if self.agent_id:
+            return f"agent {self.agent_id}"
         if self.task_key:
             return self.task_key
         if self.job_id and self.row_key and self.row_key.startswith("run:"):

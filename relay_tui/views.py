@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from relay_engine.model import Task
@@ -18,6 +18,7 @@ TASK_COLUMNS = tuple(
         "pinned_agent", "provider", "attempt", "max_attempts", "wave", "story_size",
         "dependencies", "blocked_by", "waiting_on_provider", "not_before", "execution_id",
         "error", "result_summary", "started_at", "finished_at", "created_at", "updated_at",
+        "parent_key", "external_deps",
     )
 )  # fmt: skip
 """The columns a TaskView needs: no input, result data or sim script (prompts are large)."""
@@ -54,6 +55,10 @@ class TaskView:
     finished_at: float | None
     created_at: float
     updated_at: float
+    parent_key: str | None = None
+    """A troubleshooter's failed task: the console shows it as that task's child."""
+    external_deps: tuple[str, ...] = ()
+    """"JOB/TASK" of other jobs' tasks this one waits for."""
 
     @classmethod
     def from_row(cls, row: Any) -> TaskView:
@@ -84,12 +89,88 @@ class TaskView:
             finished_at=row.finished_at,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            parent_key=row.parent_key,
+            external_deps=tuple(row.external_deps or ()),
         )
 
     @property
     def shown_state(self) -> str:
         """The state the operator sees: a DRAFT task held by a failed dependency is BLOCKED."""
         return "BLOCKED" if self.state == "DRAFT" and self.blocked_by else self.state
+
+
+@dataclass(frozen=True, slots=True)
+class SpendView:
+    """Tokens and dollars of some executions; ``estimated`` when part of the cost came from
+    the price table (shown with a ``~``)."""
+
+    cost_usd: float = 0.0
+    estimated: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    executions: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+NO_SPEND = SpendView()
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    """Where a job's spend stands against its budget (``relay_engine.budgets.judge``)."""
+
+    level: str = "none"  # none | ok | warning | exhausted
+    text: str = ""
+    fraction: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PullView:
+    """A job's pull request as ``relay_engine.pulls.pull_summaries`` reports it."""
+
+    forge: str
+    state: str
+    base_branch: str
+    head_branch: str
+    head_sha: str | None
+    target: str
+    number: int | None = None
+    url: str | None = None
+    mergeable: str | None = None
+    note: str | None = None
+    error: str | None = None
+    merge_requested: bool = False
+
+    @classmethod
+    def from_summary(cls, pr: Mapping[str, Any]) -> PullView:
+        return cls(**{f.name: pr.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewView:
+    """A job's latest final review: the head it read, its verdict and findings."""
+
+    round: int
+    verdict: str | None
+    stale: bool
+    head_sha: str | None = None
+    summary: str | None = None
+    findings: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def from_summary(cls, review: Mapping[str, Any]) -> ReviewView:
+        return cls(
+            round=int(review.get("round") or 1),
+            verdict=review.get("verdict"),
+            stale=bool(review.get("stale")),
+            head_sha=review.get("head_sha"),
+            summary=review.get("summary"),
+            findings=tuple(review.get("findings") or ()),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +188,29 @@ class JobView:
     base_branch: str = "main"
     job_branch: str | None = None
     error: str | None = None
+    after: tuple[str, ...] = ()
+    blocked_by: str | None = None
+    """Why a DRAFT job cannot start: an upstream job died ("job a failed")."""
+    auto_merge: bool = False
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    pr: PullView | None = None
+    review: ReviewView | None = None
+    spend: SpendView = NO_SPEND
+    budget: BudgetView = BudgetView()
 
     @property
     def gated(self) -> bool:
         return self.wave_gate != "auto"
+
+    @property
+    def shown_state(self) -> str:
+        """A DRAFT job whose upstream died is BLOCKED, as a task is."""
+        return "BLOCKED" if self.state == "DRAFT" and self.blocked_by else self.state
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget.level == "exhausted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +240,9 @@ class RunView:
     started_at: float | None
     last_output: str | None
     artifact_dir: str | None
+    model: str | None = None
+    spend: SpendView = NO_SPEND
+    """This run's tokens and cost: known when the CLI reports them, usually at its end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +253,21 @@ class ProviderView:
     source_text: str | None
     parked: int
     running: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStatusView:
+    """One agent and whether it can work (``relay_engine.agent_status.AgentRow``), or
+    status "budget" when its (or its provider's) daily budget is spent."""
+
+    id: str
+    provider: str
+    enabled: bool
+    status: str  # ready | limited | auth | unreachable | cli-missing | cli-rejected | budget
+    summary: str  # "ready", "limited until 14:32", "not logged in", ...
+    reason: str | None = None
+    fix: str | None = None
+    until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +345,9 @@ class Snapshot:
     fleet: FleetView = FleetView()
     command_outcomes: tuple[CommandView, ...] = ()
     """Commands this console watches that were applied since the previous snapshot."""
+    agent_rows: tuple[AgentStatusView, ...] = ()
+    task_spend: Mapping[str, SpendView] = field(default_factory=dict)
+    """task key -> spend of its executions so far (tasks that spent nothing are absent)."""
 
     def provider(self, name: str | None) -> ProviderView | None:
         return next((p for p in self.providers if p.provider == name), None)
@@ -236,3 +357,6 @@ class Snapshot:
 
     def run(self, execution_id: str | None) -> RunView | None:
         return next((r for r in self.runs if r.execution_id == execution_id), None)
+
+    def agent_row(self, agent_id: str | None) -> AgentStatusView | None:
+        return next((a for a in self.agent_rows if a.id == agent_id), None)

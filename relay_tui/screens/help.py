@@ -12,13 +12,15 @@ from textual.widgets import DataTable, Static
 
 from relay_tui.screens.modals import Dialog
 
-KEYMAP_HINT = 'Remap any key in relay.toml by its binding id, e.g.  [keymap]  cancel = "x"'
+KEYMAP_HINT = 'Remap any key in relay.toml by its binding id, e.g.  [keymap]  cancel = "delete"'
 NOTES = (
-    "g approves a gated job's next wave (offered only for gated jobs); G jumps to the last "
-    "row, like vim. ctrl+p: command palette."
+    "g approves a gated job's next wave (offered only for gated jobs); m and x act on a job's "
+    "pull request; R resets the agent row under the cursor (Providers pane); ~ marks a cost "
+    "estimated from the price table. G jumps to the last row, like vim. ctrl+p: palette."
 )
 GLYPHS = (
     "Glyphs: ○ draft  ◌ queued  ▶ running  ‖ parked  ✔ succeeded  ✘ failed  ⊘ cancelled  ⊗ blocked"
+    "  ·  jobs: ◆ active  ◎ reviewing  ◉ ready  ✔ merged  ⊘ closed  ·  ↳ troubleshooter"
 )
 
 

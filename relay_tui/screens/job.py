@@ -20,6 +20,7 @@ from relay_engine.model import Plan, Task
 from relay_engine.store import Store
 from relay_tui.details import JobDetail, job_detail
 from relay_tui.graph import GraphNode, node_seconds, render_graph
+from relay_tui.job_facts import pull_text, review_text, spend_facts, upstream_text
 from relay_tui.messages import DetailRead
 from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
@@ -27,20 +28,73 @@ from relay_tui.views import Snapshot
 from relay_tui.widgets.style import styled
 
 NARROW_WIDTH = 120
+FACT_SECTIONS = (
+    ("Pull request", "job-pr"),
+    ("Final review", "job-review"),
+    ("Spend", "job-spend"),
+    ("Waits on", "job-upstream"),
+    ("Branch", "job-branch"),
+    ("Plan rounds", "job-plans"),
+)
 
 
-def graph_nodes(tasks: list[Task], now: float) -> list[GraphNode]:
-    return [
+LIFECYCLE_KINDS = frozenset({"review", "fix", "rebase"})
+UPSTREAM_SECONDS = 1.0  # other jobs' work is not on this job's critical path
+
+
+def graph_nodes(detail: JobDetail, now: float) -> list[GraphNode]:
+    """The job's tasks; review, fix and rebase work chained after the work it follows; each
+    troubleshooter after the task it looks into; and a first column of what the job waits
+    on in other jobs (``after`` jobs, other jobs' tasks)."""
+    tasks = detail.tasks
+    first_wave = min((t.wave for t in tasks), default=1)
+    after = tuple(f"job:{name}" for name in (detail.job.after if detail.job else ()))
+    chained = lifecycle_edges(tasks)
+    nodes = [
         GraphNode(
             id=t.task_id,
             label=t.task_id,
             state="BLOCKED" if t.state == "DRAFT" and t.blocked_by else str(t.state),
             wave=t.wave,
-            dependencies=tuple(t.dependencies or ()),
+            dependencies=chained.get(t.task_id) or _task_edges(t, after),
             seconds=node_seconds(t.story_size, t.started_at, t.finished_at, now),
         )
         for t in tasks
     ]
+    upstream = [*after, *sorted({k for t in tasks for k in t.external_deps or ()})]
+    nodes += [
+        GraphNode(
+            id=name,
+            label=name.replace("job:", "job ", 1),
+            state=detail.upstream.get(name.removeprefix("job:"), "DRAFT"),
+            wave=first_wave - 1,
+            dependencies=(),
+            seconds=UPSTREAM_SECONDS,
+        )
+        for name in upstream
+    ]
+    return nodes
+
+
+def lifecycle_edges(tasks: list[Task]) -> dict[str, tuple[str, ...]]:
+    """Review, fix and rebase tasks carry no dependencies (they come after all the work):
+    draw each after the previous one, the first after the work's last tasks."""
+    work = [t for t in tasks if t.kind not in LIFECYCLE_KINDS and not t.parent_key]
+    needed = {dep for t in work for dep in t.dependencies or ()}
+    previous = tuple(t.task_id for t in work if t.task_id not in needed)
+    edges: dict[str, tuple[str, ...]] = {}
+    for task in tasks:  # in creation order
+        if task.kind in LIFECYCLE_KINDS and not task.dependencies:
+            edges[task.task_id] = previous
+            previous = (task.task_id,)
+    return edges
+
+
+def _task_edges(task: Task, after: tuple[str, ...]) -> tuple[str, ...]:
+    if task.parent_key:
+        return (task.parent_key.partition("/")[2],)
+    own = tuple(task.dependencies or ())
+    return (*own, *(task.external_deps or ()), *(() if own else after))
 
 
 class JobScreen(ClosesOnce, Screen[None]):
@@ -49,6 +103,9 @@ class JobScreen(ClosesOnce, Screen[None]):
         Binding("C", "app.cancel_job", "Cancel job", id="cancel-job"),
         Binding("p", "app.replan", "Replan", id="replan"),
         Binding("g", "app.approve", "Approve wave", id="approve"),
+        Binding("m", "app.merge", "Merge", id="merge"),
+        Binding("x", "app.close_pr", "Close PR", id="close-pr"),
+        Binding("b", "app.raise_budget", "Raise budget", id="budget"),
     ]
 
     def __init__(self, store: Store, job_id: str, styles: Mapping[str, str]) -> None:
@@ -65,10 +122,9 @@ class JobScreen(ClosesOnce, Screen[None]):
             with ScrollableContainer(id="job-graph-box"):
                 yield Static(id="job-graph")
             with VerticalScroll(id="job-facts"):
-                yield Static("Branch", classes="section")
-                yield Static(id="job-branch")
-                yield Static("Plan rounds", classes="section")
-                yield Static(id="job-plans")
+                for section, widget_id in FACT_SECTIONS:
+                    yield Static(section, classes="section")
+                    yield Static(id=widget_id)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -94,7 +150,7 @@ class JobScreen(ClosesOnce, Screen[None]):
         job = detail.job
         diff = job_diff(job.repo_path, job.id, job.base_branch) if job else Diff(missing="")
         now = getattr(self.app, "clock", time.time)()
-        lines = render_graph(graph_nodes(detail.tasks, now), self.state_styles)
+        lines = render_graph(graph_nodes(detail, now), self.state_styles)
         self.post_message(DetailRead(lambda: self._show(detail, diff, lines)))
 
     @on(DetailRead)
@@ -114,10 +170,21 @@ class JobScreen(ClosesOnce, Screen[None]):
         head = Text.assemble((f" {job.id} ", "bold reverse"), " ", job.title or "", "  ")
         head.append_text(styled(str(job.state).lower(), str(job.state), self.state_styles))
         head.append(f" · {job.mode} · {job.priority} · wave gate {job.wave_gate}")
+        head.append(" · auto-merge" if job.auto_merge else "")
         title.update(head)
         self.query_one("#job-graph", Static).update(Text("\n").join(graph))
-        self.query_one("#job-branch", Static).update(branch_text(diff))
-        self.query_one("#job-plans", Static).update(plans_text(detail, self.state_styles))
+        styles = self.state_styles
+        facts = {
+            "job-pr": pull_text(detail.pr, job, styles),
+            "job-review": review_text(detail.reviews, detail.pr),
+            "job-spend": spend_facts(job, detail.spend, styles),
+            "job-upstream": upstream_text(job, detail.upstream, styles),
+            "job-branch": branch_text(diff),
+            "job-plans": plans_text(detail, styles),
+        }
+        for widget_id, text in facts.items():
+            text.rstrip()
+            self.query_one(f"#{widget_id}", Static).update(text)
         self.loaded.set()
 
 

@@ -13,7 +13,18 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 
-from relay_tui.views import JobView, PlanView, RunView, Snapshot, TaskView, WaveView
+from relay_tui.spend import money, spend_line, spend_text, tokens_text
+from relay_tui.views import (
+    NO_SPEND,
+    AgentStatusView,
+    JobView,
+    PlanView,
+    RunView,
+    Snapshot,
+    SpendView,
+    TaskView,
+    WaveView,
+)
 from relay_tui.widgets.live_table import LiveTable, Row
 from relay_tui.widgets.style import bar, clip, clock_time, duration, glyph, styled
 
@@ -30,6 +41,9 @@ STATE_NAMES = (
     "CANCELLED",
     "BLOCKED",
 )
+TROUBLESHOOT = "troubleshoot"
+CONFLICTING = "CONFLICTING"
+JOB_DONE = frozenset({"MERGED", "SUCCEEDED"})
 STATE_ORDER = {
     state: rank
     for rank, state in enumerate(
@@ -86,6 +100,7 @@ class JobsTable(SortableTable):
         ("state", "State", 9),
         ("agent", "Agent", 8),
         ("try", "Try", 3),
+        ("cost", "Spent", 7),
         ("info", "Note", 7),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "info": 1}
@@ -94,10 +109,11 @@ class JobsTable(SortableTable):
     last_sort = "wave"
     summarised = 0.0
 
-    def task_row(self, task: TaskView, styles: Mapping[str, str]) -> Row:
+    def task_row(self, task: TaskView, styles: Mapping[str, str], spend: SpendView) -> Row:
         state = task.shown_state
         label = task.task_id if task.title == task.task_id else f"{task.task_id} · {task.title}"
-        cell = Text.assemble(("│ ", "dim"), glyph(state, styles), label, end="")
+        branch = "│   ↳ " if task.parent_key else "│ "
+        cell = Text.assemble((branch, "dim"), glyph(state, styles), label, end="")
         return (
             task.key,
             (
@@ -105,24 +121,36 @@ class JobsTable(SortableTable):
                 styled(state.lower(), state, styles),
                 task.agent or "",
                 f"{task.attempt}/{task.max_attempts}",
+                spend_text(spend),
                 task_note(task),
             ),
         )
 
     @staticmethod
-    def job_row(job: JobView, progress: tuple[int, int], styles: Mapping[str, str]) -> Row:
-        done, total = progress
+    def job_row(
+        job: JobView,
+        progress: tuple[int, int],
+        styles: Mapping[str, str],
+        job_states: Mapping[str, str],
+    ) -> Row:
         title = job.id if job.title == job.id else f"{job.id} · {job.title}"
-        cell = glyph(job.state, styles)
-        cell.append(title, style="bold")
+        state = job.shown_state
+        cell = glyph(state, styles)
+        alarm = styles.get("FAILED", "") if job.budget_exhausted else ""
+        cell.append(title, style=f"bold {alarm}".strip())
+        cost = Text(spend_text(job.spend), end="")
+        if job.budget.level in ("warning", "exhausted"):
+            cost.stylize(styles.get("FAILED" if job.budget_exhausted else "PARKED", ""))
+        note = clip(job_note(job, progress, job_states), NOTE_CHARS)
         return (
             f"job:{job.id}",
             (
                 cell,
-                styled(job.state.lower(), job.state, styles),
+                styled(state.lower(), state, styles),
                 job.mode,
                 "",
-                f"{done}/{total} done" + (" · gated" if job.wave_gate == "operator" else ""),
+                cost,
+                Text(note, style=alarm, end="") if alarm else note,
             ),
         )
 
@@ -136,7 +164,7 @@ class JobsTable(SortableTable):
             note = ""
         return (
             f"wave:{wave.job_id}:{wave.wave}",
-            (Text(f"├ wave {wave.wave}", style="italic", end=""), "", "", "", note),
+            (Text(f"├ wave {wave.wave}", style="italic", end=""), "", "", "", "", note),
         )
 
     def build_rows(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> list[Row]:
@@ -145,21 +173,25 @@ class JobsTable(SortableTable):
             by_job.setdefault(task.job_id, []).append(task)
         waves = {(w.job_id, w.wave): w for w in snapshot.waves}
         grouped = self.sort == "wave"
+        states = {job.id: job.state for job in snapshot.jobs}
+        spend = snapshot.task_spend
         rows: list[Row] = []
         for job in snapshot.jobs:
             tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.sort))
             shown = [t for t in tasks if matches(t, query)] if query else tasks
             if query and not shown:
                 continue
-            rows.append(self.job_row(job, snapshot.job_progress.get(job.id, (0, 0)), styles))
+            rows.append(
+                self.job_row(job, snapshot.job_progress.get(job.id, (0, 0)), styles, states)
+            )
             current = None
-            for task in shown:
-                if grouped and task.wave != current:
+            for task in children_after_parents(shown):
+                if grouped and task.wave != current and not task.parent_key:
                     current = task.wave
                     wave = waves.get((job.id, task.wave))
                     if wave is not None:
                         rows.append(self.wave_row(wave))
-                rows.append(self.task_row(task, styles))
+                rows.append(self.task_row(task, styles, spend.get(task.key, NO_SPEND)))
         return rows
 
     def apply(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> None:
@@ -176,8 +208,9 @@ class JobsTable(SortableTable):
         if full:
             self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
             return
+        spend = snapshot.task_spend
         self.patch_lazily(
-            (key, partial(self.task_values, snapshot.tasks[key], styles))
+            (key, partial(self.task_values, snapshot.tasks[key], styles, spend.get(key, NO_SPEND)))
             for key in snapshot.changed_tasks
             if key in snapshot.tasks
         )
@@ -186,11 +219,16 @@ class JobsTable(SortableTable):
             return  # under load, job and wave rows (always in view: a repaint) move once a second
         self.summarised = now
         progress = snapshot.job_progress
-        self.patch(self.job_row(job, progress.get(job.id, (0, 0)), styles) for job in snapshot.jobs)
+        states = {job.id: job.state for job in snapshot.jobs}
+        self.patch(
+            self.job_row(job, progress.get(job.id, (0, 0)), styles, states) for job in snapshot.jobs
+        )
         self.patch(self.wave_row(wave) for wave in snapshot.waves)
 
-    def task_values(self, task: TaskView, styles: Mapping[str, str]) -> Sequence[Any]:
-        return self.task_row(task, styles)[1]
+    def task_values(
+        self, task: TaskView, styles: Mapping[str, str], spend: SpendView
+    ) -> Sequence[Any]:
+        return self.task_row(task, styles, spend)[1]
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         """The whole note of the cursor row: what the Note column had to cut."""
@@ -198,16 +236,82 @@ class JobsTable(SortableTable):
             return ""
         if key.startswith("job:"):
             job = snapshot.job(key[4:])
-            if job is None:
-                return ""
-            return f"{job.id}: {job.title}" + (f" — {job.error}" if job.error else "")
+            return job_preview(job, snapshot) if job else ""
         if key.startswith("wave:"):
             return ""
         task = snapshot.tasks.get(key)
         if task is None:
             return ""
         note = full_note(task)
-        return f"{task.key}: {note}" if note else f"{task.key}: {task.title}"
+        spent = snapshot.task_spend.get(key)
+        cost = f" · spent {spend_line(spent)}" if spent and spend_text(spent) else ""
+        return (f"{task.key}: {note}" if note else f"{task.key}: {task.title}") + cost
+
+
+def children_after_parents(tasks: Sequence[TaskView]) -> list[TaskView]:
+    """Each troubleshooter right under the task it looks into (when that task is shown)."""
+    shown = {task.key for task in tasks}
+    children: dict[str, list[TaskView]] = {}
+    for task in tasks:
+        if task.parent_key in shown:
+            children.setdefault(task.parent_key or "", []).append(task)
+    ordered: list[TaskView] = []
+    for task in tasks:
+        if task.parent_key in shown:
+            continue
+        ordered.append(task)
+        ordered.extend(children.get(task.key, ()))
+    return ordered
+
+
+def job_note(job: JobView, progress: tuple[int, int], job_states: Mapping[str, str]) -> str:
+    """Why the job waits, or where its pull request stands, or its progress."""
+    done, total = progress
+    gated = " · gated" if job.wave_gate == "operator" else ""
+    if job.budget_exhausted:
+        return f"{job.budget.text} — b raises it"
+    if job.state == "DRAFT":
+        if job.blocked_by:
+            return f"blocked: {job.blocked_by}"
+        pending = [name for name in job.after if job_states.get(name) not in JOB_DONE]
+        return "waiting on " + ", ".join(pending or job.after)
+    if job.pr is not None:
+        return pr_note(job) + gated
+    return f"{done}/{total} done" + gated
+
+
+def pr_note(job: JobView) -> str:
+    """``PR open 1a2b3c4 #12 · approved · CONFLICTING · <why it waits>``."""
+    pr = job.pr
+    if pr is None:
+        return ""
+    parts = [f"PR {pr.state.lower()} {(pr.head_sha or '')[:7]}".rstrip()]
+    if pr.number:
+        parts[0] += f" #{pr.number}"
+    if job.review is not None and pr.state == "OPEN":
+        review = job.review
+        verdict = "reviewing" if review.verdict is None else review.verdict
+        parts.append(f"review {review.round}: {verdict}" + (" (stale)" if review.stale else ""))
+    if pr.mergeable == CONFLICTING:
+        parts.append(CONFLICTING)
+    if pr.error:
+        parts.append(f"error: {pr.error}")
+    elif pr.note:
+        parts.append(pr.note)
+    return " · ".join(parts)
+
+
+def job_preview(job: JobView, snapshot: Snapshot) -> str:
+    states = {j.id: j.state for j in snapshot.jobs}
+    note = job_note(job, snapshot.job_progress.get(job.id, (0, 0)), states)
+    parts = [f"{job.id}: {job.title}", note]
+    if job.error:
+        parts.append(job.error)
+    if job.spend.executions:
+        parts.append(f"spent {spend_line(job.spend)}")
+    if job.budget.level not in ("none", "exhausted"):
+        parts.append(f"budget {job.budget.text}")
+    return " — ".join(p for p in parts if p)
 
 
 def task_note(task: TaskView) -> str:
@@ -219,6 +323,8 @@ def full_note(task: TaskView) -> str:
         return f"blocked by {task.blocked_by}"
     if task.state == "PARKED":
         until = f" until {clock_time(task.not_before)}" if task.not_before else ""
+        if task.error:  # budgets and agent waits say why in the error
+            return task.error + until
         return f"waiting on {task.waiting_on_provider or 'provider'}{until}"
     if task.state in ("FAILED", "CANCELLED"):
         return task.error or task.state.lower()
@@ -226,8 +332,8 @@ def full_note(task: TaskView) -> str:
         return f"on {task.provider or '?'}"
     if task.state == "SUCCEEDED":
         return task.result_summary or ""
-    if task.state == "DRAFT" and task.dependencies:
-        return "after " + ", ".join(task.dependencies)
+    if task.state == "DRAFT" and (task.dependencies or task.external_deps):
+        return "after " + ", ".join((*task.dependencies, *task.external_deps))
     return ""
 
 
@@ -245,6 +351,7 @@ class RunningTable(SortableTable):
         ("agent", "Agent", 8),
         ("elapsed", "Elapsed", 7),
         ("try", "Try", 3),
+        ("cost", "Spent", 7),
         ("output", "Last output", 8),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "agent": 1, "output": 3}
@@ -264,6 +371,7 @@ class RunningTable(SortableTable):
                         run.agent or "",
                         elapsed,
                         tries,
+                        run_cost(run, snapshot),
                         clip(run.last_output, NOTE_CHARS),
                     ),
                 )
@@ -278,28 +386,68 @@ class RunningTable(SortableTable):
         if run is None:
             return ""
         where = f"{run.agent or '?'} on {run.provider or '?'}"
-        return f"{run_label(run)} · {where}: {run.last_output or 'no output yet'}"
+        return f"{run_label(run)} · {where} · {run_spend_words(run, snapshot)}: {run.last_output or 'no output yet'}"
 
 
 def run_label(run: RunView) -> str:
     return run.task_key or f"{run.job_id} planner"
 
 
+def task_spend_before(run: RunView, snapshot: Snapshot) -> SpendView:
+    """What the run's task spent so far (earlier runs; this one counts once it reports)."""
+    return snapshot.task_spend.get(run.task_key or "", NO_SPEND)
+
+
+def run_cost(run: RunView, snapshot: Snapshot) -> str:
+    """The task's spend so far; this run's tokens while its cost is not known yet."""
+    spent = task_spend_before(run, snapshot)
+    if spent.cost_usd:
+        return money(spent.cost_usd, spent.estimated)
+    if run.spend.tokens:
+        return f"{tokens_text(run.spend.tokens)} tok"
+    return spend_text(spent)
+
+
+def run_spend_words(run: RunView, snapshot: Snapshot) -> str:
+    spent = task_spend_before(run, snapshot)
+    task = f"task spent {spend_text(spent)}" if spend_text(spent) else "task spent nothing yet"
+    if run.spend.cost_usd:
+        return f"{task}, this run {money(run.spend.cost_usd, run.spend.estimated)}"
+    return f"{task}; this run's cost is known at its end"
+
+
+AGENT_ROW = "agent:"
+AGENT_OK = frozenset({"ready"})
+AGENT_WAITING = frozenset({"limited", "unreachable", "budget"})
+
+
+def agent_style(status: str, styles: Mapping[str, str]) -> str:
+    """Ready green; waits that end on their own yellow; what needs the operator red."""
+    if status in AGENT_OK:
+        return styles.get("ok", "")
+    if status in AGENT_WAITING:
+        return styles.get("limited", "")
+    return styles.get("FAILED", "")
+
+
 class ProvidersTable(LiveTable):
-    """One row per provider; built so per-agent rows can be added under each provider."""
+    """One row per provider, and under it one row per agent with its availability."""
 
     COLUMNS = (
-        ("provider", "Provider", 9),
-        ("status", "Status", 9),
-        ("reset", "Resets", 8),
-        ("in", "In", 6),
-        ("parked", "Parked", 6),
-        ("running", "Run", 4),
+        ("provider", "Provider/agent", 12),
+        ("status", "Status", 14),
+        ("reset", "Resets", 6),
+        ("in", "In", 5),
+        ("parked", "Wait", 4),
+        ("running", "Run", 3),
     )
-    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 1}
+    FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 3}
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
+        agents: dict[str, list[AgentStatusView]] = {}
+        for agent in snapshot.agent_rows:
+            agents.setdefault(agent.provider, []).append(agent)
         for provider in snapshot.providers:
             limited = provider.status == "limited"
             countdown = duration(provider.reset_at - now) if limited and provider.reset_at else ""
@@ -308,27 +456,70 @@ class ProvidersTable(LiveTable):
                 (
                     provider.provider,
                     (
-                        provider.provider,
+                        Text(provider.provider, style="bold", end=""),
                         styled(status, provider.status, styles),
-                        clock_time(provider.reset_at) if limited else "",
+                        clock_time(provider.reset_at)[:5] if limited else "",
                         countdown,
                         str(provider.parked),
                         str(provider.running),
                     ),
                 )
             )
+            rows += [agent_row(a, snapshot, now, styles) for a in agents.pop(provider.provider, [])]
+        for rest in agents.values():  # agents of a provider nobody has used yet
+            rows += [agent_row(a, snapshot, now, styles) for a in rest]
         return rows
 
     def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
-        self.sync(self.build_rows(snapshot, now, styles), keep_order=False)
+        self.sync(self.build_rows(snapshot, now, styles), keep_order=True)
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        if key is not None and key.startswith(AGENT_ROW):
+            agent = snapshot.agent_row(key.removeprefix(AGENT_ROW))
+            return agent_preview(agent) if agent else ""
         provider = snapshot.provider(key)
         if provider is None:
             return ""
         if provider.status == "limited":
             return f"{provider.provider}: {provider.source_text or 'limited'}"
         return f"{provider.provider}: ok"
+
+
+def agent_row(
+    agent: AgentStatusView, snapshot: Snapshot, now: float, styles: Mapping[str, str]
+) -> Row:
+    waiting = (
+        sum(
+            1
+            for t in snapshot.tasks.values()
+            if t.state == "PARKED" and t.waiting_on_provider == agent.id
+        )
+        if agent.status not in AGENT_OK
+        else 0
+    )
+    running = sum(1 for run in snapshot.runs if run.agent == agent.id)
+    name = agent.id + ("" if agent.enabled else " (disabled)")
+    until = agent.until if agent.status != "ready" else None
+    return (
+        f"{AGENT_ROW}{agent.id}",
+        (
+            Text.assemble(("└ ", "dim"), name, end=""),
+            Text(agent.summary, style=agent_style(agent.status, styles), end=""),
+            clock_time(until)[:5] if until else "",
+            duration(until - now) if until and until > now else "",
+            str(waiting) if waiting else "",
+            str(running),
+        ),
+    )
+
+
+def agent_preview(agent: AgentStatusView) -> str:
+    """The fix first: it is what the operator came to this row for."""
+    if agent.status == "ready":
+        return f"{agent.id} ({agent.provider}): ready"
+    fix = f"fix: {agent.fix}" if agent.fix else "no fix needed"
+    reason = f" — {agent.reason}" if agent.reason else ""
+    return f"{agent.id}: {fix}{reason}"
 
 
 class PlannerTable(LiveTable):

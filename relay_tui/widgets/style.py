@@ -17,6 +17,10 @@ GLYPHS = {
     "CANCELLED": "⊘",
     "BLOCKED": "⊗",
     "ACTIVE": "◆",
+    "REVIEWING": "◎",
+    "READY": "◉",
+    "MERGED": "✔",
+    "CLOSED": "⊘",
     "PLANNING": "…",
     "SUPERSEDED": "⊘",
     "ok": "●",
@@ -34,8 +38,16 @@ _THEME_KEYS = {
     "QUEUED": "primary",
     "ACTIVE": "primary",
     "PLANNING": "accent",
+    "REVIEWING": "accent",
+    "READY": "success",
+    "ready": "success",
+    "budget": "warning",
+    "unreachable": "warning",
+    "auth": "error",
+    "cli-missing": "error",
+    "cli-rejected": "error",
 }
-_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim"}
+_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim"}
 
 
 def palette(variables: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,117 @@
+"""The job view's facts as text: pull request, final review, spend and budget, upstream.
+
+Pure: rows and summaries in, Rich Text out, so snapshot tests and the job view agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from relay_engine.budgets import Cap, Spend, judge
+from relay_engine.model import Job, Review
+from relay_engine.review import finding_lines
+from relay_tui.spend import LEVEL_STATES, budget_bar, spend_line
+from relay_tui.views import BudgetView, SpendView
+from relay_tui.widgets.style import styled
+
+SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
+DONE = frozenset({"MERGED", "SUCCEEDED"})
+
+
+def pull_text(pr: Mapping[str, Any] | None, job: Job | None, styles: Mapping[str, str]) -> Text:
+    """Forge, url, head branch → target, head, mergeable, why it waits, the last error."""
+    if pr is None:
+        if job is not None and job.repo_path and job.state in ("ACTIVE", "DRAFT"):
+            return Text("opens once the job's work is done", style="dim")
+        return Text("none: the job has no branch to merge", style="dim")
+    text = Text()
+    state = str(pr["state"])
+    text.append_text(styled(state.lower(), "SUCCEEDED" if state == "MERGED" else state, styles))
+    number = f" #{pr['number']}" if pr.get("number") else ""
+    text.append(f" · {pr['forge']}{number}\n")
+    if pr.get("url"):
+        text.append(f"{pr['url']}\n", style="underline")
+    text.append(f"{pr['head_branch']} → {pr['target']}\n")
+    text.append(f"head {(pr.get('head_sha') or '?')[:12]}")
+    mergeable = pr.get("mergeable")
+    if mergeable:
+        style = styles.get("FAILED", "") if mergeable == "CONFLICTING" else ""
+        text.append(" · ")
+        text.append(str(mergeable).lower(), style=style)
+    if pr.get("merge_requested"):
+        text.append(" · merge requested")
+    text.append("\n")
+    if pr.get("note"):
+        text.append(f"waiting: {pr['note']}\n", style="italic")
+    if pr.get("error"):
+        text.append(f"error: {pr['error']}\n", style=styles.get("FAILED", ""))
+    return text
+
+
+def review_text(reviews: Sequence[Review], pr: Mapping[str, Any] | None) -> Text:
+    """The latest round in full (verdict, head, summary, findings); earlier rounds one line."""
+    if not reviews:
+        return Text("no review yet: it runs when the work is done", style="dim")
+    text = Text()
+    for review in reviews[:-1]:
+        text.append(f"round {review.number}: {review.verdict or 'unfinished'}", style="dim")
+        text.append(f" at {(review.head_sha or '?')[:7]}\n", style="dim")
+    latest = reviews[-1]
+    head = pr.get("head_sha") if pr else None
+    current = latest.head_sha == head and not latest.stale
+    verdict = latest.verdict or "running"
+    style = {"approve": "green", "changes": "yellow", "invalid": "red"}.get(verdict, "")
+    text.append(f"round {latest.number}: ", style="bold")
+    text.append(verdict, style=f"bold {style}".strip())
+    where = "current head" if current else "stale head"
+    text.append(f" · {where} {(latest.head_sha or '?')[:7]}\n")
+    if latest.summary:
+        text.append(f"{latest.summary}\n", style="italic")
+    for finding, line in zip(
+        latest.findings or [], finding_lines(latest.findings or []), strict=True
+    ):
+        severity = str(finding.get("severity") or "minor")
+        text.append(line.removeprefix("- ") + "\n", style=SEVERITY_STYLES.get(severity, ""))
+    return text
+
+
+def job_budget(job: Job, spend: SpendView, warn_at: float = 0.8) -> BudgetView:
+    state = judge(
+        Spend(spend.cost_usd, spend.tokens), Cap(job.budget_usd, job.budget_tokens), warn_at
+    )
+    return BudgetView(state.level, state.text, state.fraction)
+
+
+def spend_facts(job: Job, spend: SpendView, styles: Mapping[str, str]) -> Text:
+    """What the job spent; its budget as a bar; how to raise an exhausted one."""
+    text = Text(spend_line(spend) + "\n")
+    budget = job_budget(job, spend)
+    if budget.level == "none":
+        text.append("no budget set (budget_usd in the job file)", style="dim")
+        return text
+    text.append_text(budget_bar(budget, styles))
+    text.append(" ")
+    text.append(budget.text, style=styles.get(LEVEL_STATES.get(budget.level, ""), ""))
+    if budget.level == "exhausted":
+        text.append("\nnothing new starts until it is raised: press b", style="bold")
+    return text
+
+
+def upstream_text(job: Job, upstream: Mapping[str, str], styles: Mapping[str, str]) -> Text:
+    """Jobs this one comes after, and other jobs' tasks its tasks wait for."""
+    names = [*job.after, *sorted(k for k in upstream if "/" in k)]
+    if not names:
+        return Text("nothing in other jobs", style="dim")
+    text = Text()
+    for name in names:
+        state = upstream.get(name, "unknown")
+        label = name if "/" in name else f"job {name}"
+        text.append(f"{label}: ")
+        text.append_text(styled(state.lower(), "SUCCEEDED" if state in DONE else state, styles))
+        text.append("\n")
+    if job.blocked_by:
+        text.append(f"blocked: {job.blocked_by}\n", style=styles.get("FAILED", ""))
+    return text

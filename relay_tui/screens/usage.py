@@ -1,0 +1,240 @@
+"""Usage: spend by job, agent and provider, spend over time as a bar chart, budget bars.
+
+Everything is read in a worker with :func:`relay_engine.usage.read_usage` and rolled up
+with the engine's own :func:`~relay_engine.usage.rollup`, so the numbers are those of
+``relay usage``. Estimated costs carry a ``~`` wherever they show.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.events import DescendantFocus, Resize
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from relay_engine.budgets import local_midnight
+from relay_engine.config import RelayConfig
+from relay_engine.store import Store
+from relay_engine.usage import UsageRecord, UsageRow, read_usage, rollup, total
+from relay_tui.messages import DetailRead
+from relay_tui.screens.base import ClosesOnce
+from relay_tui.screens.main import fit_footer
+from relay_tui.spend import bar_chart, budget_bar, chart_caption, money, spend_series, tokens_text
+from relay_tui.target import Target
+from relay_tui.views import BudgetView, JobView
+from relay_tui.widgets.style import styled
+
+NARROW_WIDTH = 120
+RELOAD_SECONDS = 5.0
+CHART = {"hour": 24, "day": 14}  # buckets shown per unit
+CHART_HEIGHT = 6
+BAR = 12  # budget bar cells
+TABLES = (("job", "By job"), ("agent", "By agent"), ("provider", "By provider"))
+
+
+@dataclass(frozen=True)
+class DailyBudget:
+    """An agent's or provider's ``daily_budget_usd`` and today's spend against it."""
+
+    what: str  # "agent codex-b" | "provider claude"
+    spent: float
+    cap: float
+
+    @property
+    def budget(self) -> BudgetView:
+        fraction = self.spent / self.cap if self.cap else 1.0
+        level = "exhausted" if fraction >= 1 else "warning" if fraction >= 0.8 else "ok"
+        return BudgetView(level, f"{money(self.spent)} of {money(self.cap)} today", fraction)
+
+
+@dataclass(frozen=True)
+class UsageData:
+    rows: Mapping[str, list[UsageRow]]
+    overall: UsageRow
+    records: tuple[UsageRecord, ...]
+    daily: tuple[DailyBudget, ...]
+
+
+def daily_budgets(
+    records: Sequence[UsageRecord], config: RelayConfig, now: float
+) -> tuple[DailyBudget, ...]:
+    today = [r for r in records if r.at >= local_midnight(now)]
+    found = []
+    for agent in config.agents:
+        if agent.daily_budget_usd is not None:
+            spent = sum(r.cost_usd or 0.0 for r in today if r.agent == agent.id)
+            found.append(DailyBudget(f"agent {agent.id}", spent, agent.daily_budget_usd))
+    for name, provider in sorted(config.providers.items()):
+        if provider.daily_budget_usd is not None:
+            spent = sum(r.cost_usd or 0.0 for r in today if r.provider == name)
+            found.append(DailyBudget(f"provider {name}", spent, provider.daily_budget_usd))
+    return tuple(found)
+
+
+def usage_cells(row: UsageRow) -> tuple[str, str, str, str, str]:
+    cost = money(row.cost_usd, row.estimated) + (" +?" if row.unpriced else "")
+    tokens = f"{tokens_text(row.input_tokens)} / {tokens_text(row.output_tokens)}"
+    return (row.key, cost, tokens, tokens_text(row.cached_tokens), str(row.executions))
+
+
+class UsageScreen(ClosesOnce, Screen[None]):
+    BINDINGS = [
+        Binding("escape,backspace", "back", "Back", id="usage-close"),
+        Binding("t", "toggle_unit", "Hour/day", id="usage-unit"),
+        Binding("b", "app.raise_budget", "Raise budget", id="budget"),
+    ]
+
+    def __init__(self, store: Store, config: RelayConfig, styles: Mapping[str, str]) -> None:
+        super().__init__()
+        self.store = store
+        self.config = config
+        self.state_styles = styles
+        self.unit = "hour"
+        self.loaded = threading.Event()
+        self.data: UsageData | None = None
+        self._read_at = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="usage-title")
+        with Horizontal(id="usage-body"):
+            with VerticalScroll(id="usage-tables"):
+                yield Static("Budgets", classes="section")
+                yield DataTable(id="usage-budgets", cursor_type="row")
+                yield from self._table("job", "By job")
+            with VerticalScroll(id="usage-side"):
+                yield Static(id="usage-chart-title", classes="section")
+                yield Static(id="usage-chart")
+                yield from self._table("agent", "By agent")
+                yield from self._table("provider", "By provider")
+        yield Footer()
+
+    @staticmethod
+    def _table(key: str, title: str) -> ComposeResult:
+        yield Static(title, classes="section")
+        yield DataTable(id=f"usage-{key}", cursor_type="row")
+
+    @on(DescendantFocus)
+    def _focus_moved(self, event: DescendantFocus) -> None:
+        """Only the focused table shows its cursor: ``b`` acts on that row."""
+        for table in self.query(DataTable):
+            table.show_cursor = table is event.widget
+
+    def on_mount(self) -> None:
+        for key, _title in TABLES:
+            table = self.query_one(f"#usage-{key}", DataTable)
+            table.add_columns(key.capitalize(), "Cost", "Tokens in/out", "Cached", "Runs")
+        self.query_one("#usage-budgets", DataTable).add_columns("Budget", "Spent", "Of")
+        for table in self.query(DataTable):
+            table.show_cursor = False
+        self.query_one("#usage-budgets", DataTable).focus()
+        self.reload()
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        fit_footer(self.query_one(Footer), event.size.width)
+
+    def action_back(self) -> None:
+        self.close_once()
+
+    def action_toggle_unit(self) -> None:
+        self.unit = "day" if self.unit == "hour" else "hour"
+        if self.data is not None:
+            self._show_chart(self.data)
+
+    def target(self) -> Target:
+        """The job of the focused table's cursor row (``b`` raises its budget)."""
+        table = self.focused
+        if not isinstance(table, DataTable) or table.row_count == 0:
+            return Target("usage")
+        key = table.coordinate_to_cell_key(table.cursor_coordinate)[0].value
+        if table.id in ("usage-job", "usage-budgets") and key and key.startswith("job:"):
+            return Target("usage", key, None, key.removeprefix("job:"))
+        return Target("usage", key)
+
+    def concerns(self, has_events: bool) -> bool:
+        """Spend moves with executions: read again after events, at most every few seconds."""
+        return has_events and time.monotonic() - self._read_at >= RELOAD_SECONDS
+
+    @work(thread=True, exclusive=True, group="usage")
+    def reload(self) -> None:
+        self._read_at = time.monotonic()
+        now = getattr(self.app, "clock", time.time)()
+        records = tuple(read_usage(self.store))
+        rows = {key: rollup(records, key) for key, _title in TABLES}  # type: ignore[arg-type]
+        data = UsageData(
+            rows, total(rows["job"]), records, daily_budgets(records, self.config, now)
+        )
+        self.post_message(DetailRead(lambda: self._show(data)))
+
+    @on(DetailRead)
+    def _detail_read(self, message: DetailRead) -> None:
+        message.show()
+
+    def _show(self, data: UsageData) -> None:
+        if not self.is_attached:
+            return
+        self.data = data
+        overall = data.overall
+        title = Text.assemble((" Usage ", "bold reverse"), "  ")
+        title.append(
+            f"{money(overall.cost_usd, overall.estimated)} · "
+            f"{tokens_text(overall.input_tokens + overall.output_tokens)} tokens · "
+            f"{overall.executions} runs"
+            + (" · ~ estimated from the price table" if overall.estimated else "")
+        )
+        self.query_one("#usage-title", Static).update(title)
+        for key, _title in TABLES:
+            table = self.query_one(f"#usage-{key}", DataTable)
+            table.clear()
+            for row in data.rows[key]:
+                table.add_row(*usage_cells(row), key=f"{key}:{row.key}")
+        self._show_chart(data)
+        self._show_budgets(data)
+        self.loaded.set()
+
+    def _show_chart(self, data: UsageData) -> None:
+        now = getattr(self.app, "clock", time.time)()
+        series = spend_series(data.records, now, self.unit, CHART[self.unit])
+        style = self.state_styles.get("RUNNING", "")
+        self.query_one("#usage-chart-title", Static).update(chart_caption(series) + "  (t)")
+        lines = bar_chart(series, CHART_HEIGHT, style)
+        self.query_one("#usage-chart", Static).update(Text("\n").join(lines))
+
+    def _show_budgets(self, data: UsageData) -> None:
+        table = self.query_one("#usage-budgets", DataTable)
+        table.clear()
+        snapshot = getattr(self.app, "snapshot", None)
+        jobs: Sequence[JobView] = snapshot.jobs if snapshot is not None else ()
+        for job in jobs:
+            if job.budget.level == "none":
+                continue
+            label = styled(
+                f"job {job.id}", "FAILED" if job.budget_exhausted else "", self.state_styles
+            )
+            text = job.budget.text.replace("budget exhausted: ", "spent: ")
+            table.add_row(
+                label,
+                budget_bar(job.budget, self.state_styles, BAR),
+                text + (" · b raises it" if job.budget_exhausted else ""),
+                key=f"job:{job.id}",
+            )
+        for daily in data.daily:
+            table.add_row(
+                daily.what,
+                budget_bar(daily.budget, self.state_styles, BAR),
+                daily.budget.text,
+                key=daily.what,
+            )
+        if table.row_count == 0:
+            table.add_row(
+                Text("no budgets set", style="dim"), "", "budget_usd in a job file", key="none"
+            )
