@@ -40,6 +40,10 @@ SHOTS: dict[str, tuple[tuple[int, int], Step, bool]] = {
     "approve": ((80, 24), pressing("g", row="billing/reports"), True),
     "help": ((100, 36), pressing("question_mark"), True),
     "filter": ((100, 30), pressing("slash", *"failed"), True),
+    "usage": ((120, 36), pressing("u"), True),
+    "merge": ((80, 24), pressing("m", row="job:login"), True),
+    "agent-reset": ((100, 30), pressing("R", row="agent:gemini-b", pane="providers"), True),
+    "budget": ((80, 24), pressing("b", row="job:docs-site"), True),
     "empty": ((100, 30), pressing(), False),
 }
 

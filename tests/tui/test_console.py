@@ -79,7 +79,7 @@ async def test_modals_send_their_commands(sample_app: RelayApp) -> None:
     assert commands(sample_app) == [
         ("replan", {"job": "billing", "guidance": "by region"}),
         ("approve", {"job": "billing"}),
-        ("pin", {"task": "search/api", "agent": "sim-codex"}),
+        ("pin", {"task": "search/api", "agent": "gemini-b"}),
         ("cancel", {"task": "search/api"}),
     ]
 
@@ -109,7 +109,7 @@ async def test_filter_by_state_and_text(sample_app: RelayApp) -> None:
         await pilot.press("slash")
         await pilot.press("escape")
         await wait_until(pilot, lambda: table.row_keys == everything)
-        await pilot.press("slash", *"ui")
+        await pilot.press("slash", *"search/ui")
         await wait_until(pilot, lambda: [k for k in table.row_keys if "/" in k] == ["search/ui"])
 
 
@@ -164,14 +164,14 @@ async def test_number_keys_and_tab_show_panes_where_the_layout_hides_them(
 @run_async
 async def test_keymap_from_config_remaps_by_binding_id(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
-    config = RelayConfig(keymap={"cancel": "x"})
+    config = RelayConfig(keymap={"cancel": "delete"})
     app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await select_task(pilot, "search/docs")
         await pilot.press("c")
         await pilot.pause()
         assert app.screen is app.main_screen
-        await pilot.press("x")
+        await pilot.press("delete")
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
 
 
@@ -204,7 +204,7 @@ def test_projection_reloads_only_what_events_name(tmp_path: Path) -> None:
     store = Store(url)
     projection = Projection(store)
     first = projection.load()
-    assert first.first and len(first.tasks) == 11
+    assert first.first and len(first.tasks) == 22
     with store.write() as session:
         task = session.get(Task, "search/e2e")
         assert task is not None

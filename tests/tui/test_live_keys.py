@@ -142,7 +142,9 @@ async def test_keys_act_on_the_focused_cursor_row_while_rows_churn(tmp_path: Pat
             if opened:
                 opened_in[pane] = opened_in.get(pane, 0) + 1
         await quit_app(pilot, app)
-    assert opened_in.get("jobs", 0) >= 5, f"seed {SEED}: too few checked rounds {opened_in}"
+    # Most rounds press a key that opens something; enough of them must have been checked.
+    assert sum(opened_in.values()) >= 8, f"seed {SEED}: too few checked rounds {opened_in}"
+    assert opened_in.get("jobs", 0) >= 2, f"seed {SEED}: too few jobs-pane rounds {opened_in}"
 
 
 @run_async

@@ -22,13 +22,13 @@ SIZES = [(80, 24), (120, 36), (160, 48)]
 Steps = Callable[[Pilot[None]], Awaitable[None]]
 
 
-def pressing(*keys: str, row: str | None = None) -> Steps:
-    """Move the cursor onto ``row`` with the arrow keys, then press ``keys``."""
+def pressing(*keys: str, row: str | None = None, pane: str = "jobs") -> Steps:
+    """Move the cursor onto ``row`` of ``pane`` with the arrow keys, then press ``keys``."""
 
     async def steps(pilot: Pilot[None]) -> None:
         await wait_loaded(pilot)
         if row:
-            await cursor_to(pilot, row)
+            await cursor_to(pilot, row, pane)
         if keys:
             await pilot.press(*keys)
         await settled_screen(pilot)
@@ -105,6 +105,10 @@ def test_error_toast(snap_compare, sample_app: RelayApp) -> None:
         pytest.param("approve", "billing/reports", ("g",), id="approve"),
         pytest.param("cancel_job", "job:billing", ("C",), id="cancel_job"),
         pytest.param("help", None, ("question_mark",), id="help"),
+        pytest.param("merge", "job:greet", ("m",), id="merge"),
+        pytest.param("merge_unapproved", "job:login", ("m",), id="merge_unapproved"),
+        pytest.param("close_pr", "job:login", ("x",), id="close_pr"),
+        pytest.param("budget", "job:docs-site", ("b",), id="budget"),
     ],
 )
 def test_modal(
@@ -112,6 +116,18 @@ def test_modal(
 ) -> None:
     size = (100, 36) if name == "help" else (80, 24)
     assert snap_compare(sample_app, terminal_size=size, run_before=pressing(*keys, row=row))
+
+
+def test_agent_reset(snap_compare, sample_app: RelayApp) -> None:
+    """gemini-b failed its login: the dialog names the agent, its failure and what reset does."""
+    steps = pressing("R", row="agent:gemini-b", pane="providers")
+    assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_usage_screen(snap_compare, sample_app: RelayApp, size: tuple[int, int]) -> None:
+    """Budgets first (docs-site spent its dollar), spend by job, agent and provider, a chart."""
+    assert snap_compare(sample_app, terminal_size=size, run_before=pressing("u"))
 
 
 def test_planner_waves(snap_compare, sample_app: RelayApp) -> None:
