@@ -35,6 +35,14 @@ from relay_engine.taskops import resume_parked_task
 from relay_engine.timefmt import format_time
 
 
+def known_agents(session: Session) -> list[AgentRecord]:
+    """Every agent some engine defines, once each (the most recently mirrored row), by id."""
+    latest: dict[str, AgentRecord] = {}
+    for record in session.exec(select(AgentRecord).order_by(col(AgentRecord.updated_at))):
+        latest[record.id] = record
+    return [latest[agent_id] for agent_id in sorted(latest)]
+
+
 def availability_map(session: Session) -> dict[str, Availability]:
     """Every agent that is not ready, by id (what selection reads)."""
     rows = session.exec(select(AgentStatus).where(col(AgentStatus.status) != READY))
@@ -214,10 +222,7 @@ def agent_rows(
         if (row.reset_at or 0.0) > now
     }
     if agents is None:
-        listed = [
-            (r.id, r.provider, r.enabled)
-            for r in session.exec(select(AgentRecord).order_by(AgentRecord.id))
-        ]
+        listed = [(r.id, r.provider, r.enabled) for r in known_agents(session)]
     else:
         listed = [(a.id, a.provider, a.enabled) for a in agents]
     return [

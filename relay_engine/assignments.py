@@ -12,7 +12,14 @@ from typing import Any
 from sqlmodel import Session, col, select, update
 
 from relay_engine import agent_status
-from relay_engine.model import AgentRecord, Assignment, Memory, ProviderSession, Task
+from relay_engine.model import (
+    AgentRecord,
+    Assignment,
+    EngineRecord,
+    Memory,
+    ProviderSession,
+    Task,
+)
 from relay_engine.store import ensure_row, record_event
 
 MEMORY_NOTE_CHARS = 400
@@ -181,15 +188,21 @@ def add_memory(session: Session, task: Task, summary: str | None, now: float) ->
     )
 
 
-def sync_agents(session: Session, agents: Any, now: float) -> None:
-    """Mirror the configured agents so consoles attached elsewhere can list them."""
+def sync_agents(
+    session: Session, agents: Any, now: float, *, engine_id: str = "", slots: int = 0
+) -> None:
+    """Mirror this engine's agents (and its slots) so consoles and peers can list them.
+
+    Each engine keeps its own rows: hosts with different configs do not overwrite each
+    other, and a host that does not define an agent never advertises it."""
     configured = {agent.id: agent for agent in agents}
-    for record in session.exec(select(AgentRecord)):
+    mine = select(AgentRecord).where(AgentRecord.engine_id == engine_id)
+    for record in session.exec(mine):
         if record.id not in configured:
             session.delete(record)
     for agent in configured.values():
-        ensure_row(session, AgentRecord, id=agent.id)
-        record = session.get(AgentRecord, agent.id)
+        ensure_row(session, AgentRecord, engine_id=engine_id, id=agent.id)
+        record = session.get(AgentRecord, (engine_id, agent.id))
         assert record is not None
         record.provider = agent.provider
         record.roles = list(agent.roles)
@@ -198,4 +211,9 @@ def sync_agents(session: Session, agents: Any, now: float) -> None:
         record.max_concurrent = agent.max_concurrent
         record.updated_at = now
         session.add(record)
+    engine = session.get(EngineRecord, engine_id) if engine_id else None
+    if engine is not None:
+        engine.slots = slots
+        engine.agents = sorted(configured)
+        session.add(engine)
     agent_status.sync(session, configured.values(), now)

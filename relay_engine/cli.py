@@ -25,7 +25,7 @@ from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine import cli_agents, commands
-from relay_engine.config import CONFIG_FILE, ConfigError, load_config
+from relay_engine.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.faults import DatabaseBusy, DatabaseFault, explain
 from relay_engine.handlers import HANDLERS
 from relay_engine.inputs import check_json_shape, check_toml_shape, read_capped
@@ -62,8 +62,42 @@ def _workspace(args: argparse.Namespace) -> Path:
     return Path(args.workspace).resolve()
 
 
-def _store(args: argparse.Namespace, *, readonly: bool = False) -> Store:
-    return Store.for_workspace(_workspace(args), args.db, readonly=readonly)
+def _store(
+    args: argparse.Namespace, *, readonly: bool = False, config: RelayConfig | None = None
+) -> Store:
+    if config is None:
+        return Store.for_workspace(_workspace(args), args.db, readonly=readonly)
+    return Store.for_workspace(
+        _workspace(args),
+        args.db,
+        readonly=readonly,
+        auto_migrate=config.engine.auto_migrate,
+        lease_s=config.engine.lease_seconds,
+    )
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    """Bring the database to this relay's schema; refused while an engine runs on it."""
+    config = load_config(_workspace(args))
+    store = Store.for_workspace(
+        _workspace(args), args.db, create=False, lease_s=config.engine.lease_seconds
+    )
+    before, after = store.upgrade()
+    if before.up_to_date:
+        console.print(f"{store.display_url()}: already at {after.head}")
+    else:
+        console.print(
+            f"{store.display_url()}: upgraded from {before.current or 'empty'} to {after.head}"
+        )
+    return 0
+
+
+def cmd_db_current(args: argparse.Namespace) -> int:
+    store = Store.for_workspace(_workspace(args), args.db, create=False)
+    state = store.schema_state()
+    mark = "up to date" if state.up_to_date else f"this relay's head is {state.head}"
+    console.print(f"{store.display_url()}: {state.current or 'empty'} ({mark})")
+    return 0 if state.up_to_date else 1
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -108,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from relay_engine.engine import Engine
 
     config = load_config(_workspace(args))  # a bad relay.toml is refused before anything opens
-    engine = Engine(_workspace(args), store=_store_when_free(args), config=config)
+    engine = Engine(_workspace(args), store=_store_when_free(args, config), config=config)
     _log_to_stderr()
     stop = threading.Event()
 
@@ -135,11 +169,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _store_when_free(args: argparse.Namespace) -> Store:
+def _store_when_free(args: argparse.Namespace, config: RelayConfig) -> Store:
     """An engine started while another process holds the database waits its turn."""
     while True:
         try:
-            return _store(args)
+            return _store(args, config=config)
         except DatabaseBusy:
             err.print("database busy, retrying", highlight=False)
             time.sleep(1.0)
@@ -493,6 +527,13 @@ def build_parser() -> argparse.ArgumentParser:
     usage.set_defaults(func=cmd_usage)
     cli_agents.add_commands(sub, _store, _command)
     _add_pull_commands(sub)
+    db = sub.add_parser("db", help="the database's schema").add_subparsers(dest="db_command", required=True)
+    db.add_parser(
+        "upgrade", help="migrate to this relay's schema (stop older engines first)"
+    ).set_defaults(func=cmd_db_upgrade)
+    db.add_parser(
+        "current", help="the schema revision, and whether it is this relay's"
+    ).set_defaults(func=cmd_db_current)
     events = sub.add_parser("events", help="the event log")
     events.add_argument("--follow", "-f", action="store_true")
     events.add_argument("--limit", "-n", type=int, default=0)

@@ -70,6 +70,9 @@ class EngineConfig(_Strict):
     default_budget_tokens: int | None = Field(default=None, ge=0)
     budget_warn_at: float = Field(default=0.8, gt=0, le=1)  # share of a budget that warns
     max_recoveries: int = Field(default=10, ge=1, le=10_000)
+    # Upgrade an older schema when the engine starts. Unset: on for SQLite (one workspace,
+    # one relay), off for PostgreSQL, where an engine of the older release may still run.
+    auto_migrate: bool | None = None
 
 
 class InputsConfig(_Strict):

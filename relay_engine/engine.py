@@ -211,7 +211,7 @@ class Engine:
                     level="error",
                 )
             else:
-                assignments.sync_agents(session, self.config.agents, now)
+                self._mirror_agents(session, now)
                 record_event(
                     session,
                     "config.reloaded",
@@ -222,7 +222,11 @@ class Engine:
 
     def _sync_agents(self) -> None:
         with self.store.write() as session:
-            assignments.sync_agents(session, self.config.agents, self.clock())
+            self._mirror_agents(session, self.clock())
+
+    def _mirror_agents(self, session: Session, now: float) -> None:
+        slots = self.config.engine.max_concurrent_agents
+        assignments.sync_agents(session, self.config.agents, now, engine_id=self.id, slots=slots)
 
     def shutdown(self, *, release: bool) -> None:
         now = self.clock()

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text
+from sqlalchemy import JSON, Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 SCHEMA_VERSION = 2
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    2: (
-        "CREATE INDEX IF NOT EXISTS ix_relay_task_queue "
-        "ON relay_task (state, priority, created_at, key)",
-        "CREATE INDEX IF NOT EXISTS ix_relay_task_resumed ON relay_task (resumed_at)",
-    ),
-}
-"""What brings a database of the version before up to each version (SQLite and PostgreSQL),
-besides the columns it lacks, which the store adds from these models (see
-``store.add_missing_columns``)."""
+"""Kept in ``relay_schema`` only to fence relay 0.1.0 off: it refuses any version above 1.
+The schema itself is versioned by Alembic (see :mod:`relay_engine.migrate`)."""
+
+CLAIMED = "execution_id IS NOT NULL AND state IN ('QUEUED', 'RUNNING')"
+"""A task holds its scopes while it is claimed; every other transition clears the claim."""
+
+
+def _while_claimed(name: str, *columns: str, also: str) -> Index:
+    """A unique index over the claimed tasks only: the database refuses a second claim on
+    a scope whatever engine tries, with no lock held between claims."""
+    where = text(f"{CLAIMED} AND {also}")
+    return Index(name, *columns, unique=True, sqlite_where=where, postgresql_where=where)
 
 
 def _json(default: Any = None) -> Any:
@@ -85,7 +87,10 @@ class Task(SQLModel, table=True):
         # Dispatch reads the top of the ready queue in this order (see dispatch.read_queue).
         Index("ix_relay_task_queue", "state", "priority", "created_at", "key"),
         Index("ix_relay_task_resumed", "resumed_at"),  # the few resumed tasks go first
-    )
+        _while_claimed("ux_relay_task_workstream", "job_id", "workstream",
+                       also="workstream IS NOT NULL"),
+        _while_claimed("ux_relay_task_directory", "lock_dir", also="lock_dir IS NOT NULL"),
+    )  # fmt: skip
     key: str = Field(primary_key=True)  # "JOB/TASK"
     job_id: str = Field(index=True)
     task_id: str
@@ -105,6 +110,7 @@ class Task(SQLModel, table=True):
     recoveries: int = 0  # runs lost with their engine: refunded, but bounded on their own
     lease_owner: str | None = None
     lease_expires_at: float | None = None
+    lock_dir: str | None = None  # the shared directory it runs in (a repo that is not git)
     execution_id: str | None = Field(default=None, index=True)
     execution_history: list[str] = _json([])
     timeout_s: float | None = None
@@ -284,12 +290,16 @@ class EngineRecord(SQLModel, table=True):
     stopped_at: float | None = None
     role: str = "run"
     condition: str | None = None  # what holds the engine up ("disk full"), None when nothing
+    slots: int = 0  # its max_concurrent_agents
+    agents: list[str] = _json([])  # the agents its own config defines
 
 
 class AgentRecord(SQLModel, table=True):
-    """Agents as the last engine read them from config, so remote consoles can list them."""
+    """Agents as each engine read them from its own config, so remote consoles can list
+    them; engines with different configs each keep their own rows."""
 
     __tablename__ = "relay_agent"
+    engine_id: str = Field(default="", primary_key=True)
     id: str = Field(primary_key=True)
     provider: str = "sim"
     roles: list[str] = _json([])

@@ -8,7 +8,6 @@ instead of failing half way through with "database is locked".
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -19,17 +18,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from pydantic_core import PydanticUndefined
 from sqlalchemy import event as sa_event
-from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, SQLModel, create_engine, select
 
+from relay_engine import migrate
 from relay_engine.faults import DatabaseBusy, DatabaseFault, explain, is_busy
-from relay_engine.model import MIGRATIONS, SCHEMA_VERSION, Command, Event, SchemaInfo
+from relay_engine.model import Command, Event
 
 BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, then "busy"
 PG_LOCK_TIMEOUT_MS = 3_000  # PostgreSQL: the longest any statement waits for a lock
@@ -37,8 +35,8 @@ PG_IDLE_IN_TRANSACTION_MS = 5_000  # a paused engine's open transaction is ended
 PG_CONNECT_TIMEOUT_S = 5
 
 
-class SchemaError(DatabaseFault):
-    """The database was written by a different (newer) relay."""
+SchemaError = migrate.SchemaMismatch
+DEFAULT_LEASE_S = 90.0  # how recent a heartbeat keeps an upgrade off (EngineConfig's default)
 
 
 def default_db_url(workspace: Path) -> str:
@@ -161,10 +159,15 @@ class Store:
         create: bool = True,
         readonly: bool = False,
         create_empty: bool = False,
+        auto_migrate: bool | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self.url = _normalise_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self.readonly = readonly
+        # One workspace has one relay on SQLite; on PostgreSQL an older engine may still run.
+        self.auto_migrate = self.is_sqlite if auto_migrate is None else auto_migrate
+        self.lease_s = lease_s
         try:
             self._open(create=create, create_empty=create_empty)
         except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
@@ -217,61 +220,40 @@ class Store:
 
     @classmethod
     def for_workspace(
-        cls, workspace: Path, url: str | None = None, *, readonly: bool = False
+        cls,
+        workspace: Path,
+        url: str | None = None,
+        *,
+        readonly: bool = False,
+        create: bool = True,
+        auto_migrate: bool | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> Store:
+        url = url or os.environ.get("RELAY_DB") or default_db_url(workspace)
         return cls(
-            url or os.environ.get("RELAY_DB") or default_db_url(workspace), readonly=readonly
+            url, readonly=readonly, create=create, auto_migrate=auto_migrate, lease_s=lease_s
         )
 
     def ensure_schema(self) -> None:
-        """Create missing tables, bring an older schema up to date, refuse a newer one."""
-        self._create_tables()
-        with self.write() as session:
-            ensure_row(session, SchemaInfo, id=1, version=SCHEMA_VERSION)
-            info = session.exec(
-                select(SchemaInfo).where(SchemaInfo.id == 1).with_for_update()
-            ).one()
-            self._refuse_newer(info.version)
-            if info.version < SCHEMA_VERSION:
-                add_missing_columns(session)
-            for version in range(info.version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS.get(version, ()):
-                    session.exec(text(statement))  # type: ignore[call-overload]
-            if info.version < SCHEMA_VERSION:
-                info.version = SCHEMA_VERSION
-                session.add(info)
+        """Create a new database, upgrade an older one when allowed, refuse the rest."""
+        migrate.prepare(
+            self._writer,
+            where=self.display_url(),
+            auto_migrate=self.auto_migrate,
+            lease_s=self.lease_s,
+        )
 
     def _check_version(self) -> None:
-        with self.read() as session:
-            try:
-                info = session.get(SchemaInfo, 1)
-            except SQLAlchemyError as error:
-                if "no such table" in str(error) or "does not exist" in str(error):
-                    raise DatabaseFault(
-                        f"{self.where} has no relay tables: nothing was submitted there yet"
-                    ) from None
-                raise
-        if info is not None:
-            self._refuse_newer(info.version)
-            if info.version < SCHEMA_VERSION:
-                raise DatabaseFault(
-                    f"{self.where} has schema version {info.version}, this relay reads "
-                    f"{SCHEMA_VERSION}: run any relay command that writes (relay run) to upgrade"
-                )
+        with self._reader.connect() as connection:
+            migrate.check(connection, where=self.where)
 
-    def _refuse_newer(self, version: int) -> None:
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"{self.display_url()}: schema version {version} was written by a newer "
-                f"relay (this one understands up to {SCHEMA_VERSION}); upgrade relay"
-            )
+    def schema_state(self) -> migrate.SchemaState:
+        with self._reader.connect() as connection:
+            return migrate.schema_state(connection)
 
-    def _create_tables(self) -> None:
-        """Create missing tables; a concurrent engine creating them at once is not an error."""
-        try:
-            SQLModel.metadata.create_all(self._writer)
-        except (IntegrityError, ProgrammingError):
-            SQLModel.metadata.create_all(self._writer)  # the other engine won; check again
+    def upgrade(self) -> tuple[migrate.SchemaState, migrate.SchemaState]:
+        """``relay db upgrade``: (before, after)."""
+        return migrate.upgrade(self._writer, where=self.display_url(), lease_s=self.lease_s)
 
     def display_url(self) -> str:
         """The URL without its password, for messages."""
@@ -345,55 +327,6 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
-def add_missing_columns(session: Session) -> list[str]:
-    """Add the columns the models have and an older database's tables lack, with their
-    defaults, so its rows stay valid; returns them as ``table.column``."""
-    connection = session.connection()
-    inspector = inspect(connection)
-    added = []
-    for table in SQLModel.metadata.sorted_tables:
-        if not inspector.has_table(table.name):
-            continue  # create_all made it whole
-        present = {column["name"] for column in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in present:
-                ddl = _column_ddl(column, connection.dialect)
-                alter = f"ALTER TABLE {table.name} ADD COLUMN {ddl}"
-                session.exec(text(alter))  # type: ignore[call-overload]
-                added.append(f"{table.name}.{column.name}")
-    return added
-
-
-def _model_default(column: Any) -> Any:
-    """The value a new row gets for ``column``: the model field's default (or factory)."""
-    for mapper in SQLModel._sa_registry.mappers:  # type: ignore[attr-defined]
-        if mapper.local_table is column.table:
-            field = mapper.class_.model_fields.get(column.name)
-            if field is None:
-                return None
-            value = field.get_default(call_default_factory=True)
-            return None if value is PydanticUndefined else value
-    return None
-
-
-def _column_ddl(column: Any, dialect: Any) -> str:
-    """``name TYPE [NOT NULL] DEFAULT value``: existing rows get the model's default (a JSON
-    list stays a list); a column without one is added nullable."""
-    name = dialect.identifier_preparer.quote(column.name)
-    ddl = f"{name} {column.type.compile(dialect=dialect)}"
-    value = _model_default(column)
-    if value is None:
-        return ddl
-    if isinstance(value, bool):
-        literal = ("1" if value else "0") if dialect.name == "sqlite" else str(value).lower()
-    elif isinstance(value, int | float):
-        literal = repr(value)
-    else:
-        text_value = value if isinstance(value, str) else json.dumps(value)
-        literal = "'" + text_value.replace("'", "''") + "'"
-    return f"{ddl} {'' if column.nullable else 'NOT NULL '}DEFAULT {literal}"
-
-
 def _create_sqlite_file(path: Path) -> None:
     """A new database appears whole or not at all: built under a temporary name, then linked
     into place, so no reader ever mistakes a half-made file for a database (and a 0-byte
@@ -403,10 +336,8 @@ def _create_sqlite_file(path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
     engine = create_engine(f"sqlite:///{tmp}")
     try:
-        SQLModel.metadata.create_all(engine)
-        with Session(engine) as session:
-            session.add(SchemaInfo(id=1, version=SCHEMA_VERSION))
-            session.commit()
+        with engine.begin() as connection:
+            migrate.create_schema(connection)
         engine.dispose()
         with suppress(FileExistsError):
             os.link(tmp, path)

@@ -18,9 +18,9 @@ from types import MappingProxyType
 
 from sqlmodel import Session, col, func, select
 
+from relay_engine.agent_status import known_agents
 from relay_engine.config import RelayConfig
 from relay_engine.model import (
-    AgentRecord,
     Command,
     EngineRecord,
     Event,
@@ -325,7 +325,7 @@ def _run_spend(row: Execution) -> SpendView:
 
 
 def _agents(session: Session) -> Iterable[AgentView]:
-    for row in session.exec(select(AgentRecord).order_by(col(AgentRecord.id))):
+    for row in known_agents(session):
         yield AgentView(row.id, row.provider, tuple(row.roles or ()), row.enabled)
 
 

@@ -59,6 +59,8 @@ def _reset_shared_database(url: str) -> str:
 
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     SQLModel.metadata.drop_all(engine)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
     engine.dispose()
     return url
 

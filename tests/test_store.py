@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 from helpers import Workspace, job_toml, sim
-from sqlalchemy import inspect, text
 
 from relay_engine.model import (
-    SCHEMA_VERSION,
     AgentRecord,
-    Execution,
     ProviderLimit,
-    SchemaInfo,
     Task,
 )
 from relay_engine.store import Store, ensure_row
@@ -34,7 +30,7 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
         try:
             with store.write() as session:
                 ensure_row(session, ProviderLimit, provider="claude")
-                ensure_row(session, AgentRecord, id="claude-a")
+                ensure_row(session, AgentRecord, engine_id="e1", id="claude-a")
         except BaseException as error:
             errors.append(error)
         finally:
@@ -42,7 +38,7 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
 
     with store.write() as session:
         ensure_row(session, ProviderLimit, provider="claude")
-        ensure_row(session, AgentRecord, id="claude-a")
+        ensure_row(session, AgentRecord, engine_id="e1", id="claude-a")
         thread = threading.Thread(target=other_engine)
         thread.start()
         other_done.wait(0.5)  # the other engine is now blocked on (or racing) our rows
@@ -51,40 +47,7 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
     assert errors == []
     with store.read() as session:
         assert session.get(ProviderLimit, "claude") is not None
-        assert session.get(AgentRecord, "claude-a") is not None
-
-
-def test_a_database_of_the_previous_schema_is_upgraded_with_its_data(
-    workspace: Workspace,
-) -> None:
-    store = workspace.store()
-    with store.write() as session:
-        session.add(Task(key="old/t", job_id="old", task_id="t", input="kept", attempt=2))
-        session.add(Execution(id="e", job_id="old", task_key="old/t"))
-        for statement in (
-            "DROP INDEX ix_relay_task_queue",
-            "DROP INDEX ix_relay_task_resumed",
-            "ALTER TABLE relay_task DROP COLUMN recoveries",
-            "ALTER TABLE relay_task DROP COLUMN external_deps",
-            "ALTER TABLE relay_plan DROP COLUMN recoveries",
-            "ALTER TABLE relay_engine DROP COLUMN condition",
-            "ALTER TABLE relay_execution DROP COLUMN cost_estimated",
-            "UPDATE relay_schema SET version = 1",
-        ):
-            session.exec(text(statement))  # type: ignore[call-overload]
-    store.dispose()
-
-    upgraded = Store(store.url)
-    with upgraded.read() as session:
-        assert session.get(SchemaInfo, 1).version == SCHEMA_VERSION  # type: ignore[union-attr]
-        task = session.get(Task, "old/t")
-        execution = session.get(Execution, "e")
-    assert task is not None and (task.input, task.attempt, task.recoveries) == ("kept", 2, 0)
-    assert task.external_deps == []
-    assert execution is not None and execution.cost_estimated is False
-    names = {i["name"] for i in inspect(upgraded._writer).get_indexes("relay_task")}
-    assert {"ix_relay_task_queue", "ix_relay_task_resumed"} <= names
-    upgraded.dispose()
+        assert session.get(AgentRecord, ("e1", "claude-a")) is not None
 
 
 def test_status_answers_while_another_process_holds_the_write_lock(
