@@ -527,7 +527,9 @@ def build_parser() -> argparse.ArgumentParser:
     usage.set_defaults(func=cmd_usage)
     cli_agents.add_commands(sub, _store, _command)
     _add_pull_commands(sub)
-    db = sub.add_parser("db", help="the database's schema").add_subparsers(dest="db_command", required=True)
+    db = sub.add_parser("db", help="the database's schema").add_subparsers(
+        dest="db_command", required=True
+    )
     db.add_parser(
         "upgrade", help="migrate to this relay's schema (stop older engines first)"
     ).set_defaults(func=cmd_db_upgrade)

@@ -108,7 +108,8 @@ class AgentConfig(_Strict):
     model_class: str | None = None
     model: str | None = None
     enabled: bool = True
-    max_concurrent: int | None = Field(default=None, ge=1)
+    max_concurrent: int | None = Field(default=None, ge=1)  # on this engine
+    cluster_max_concurrent: int | None = Field(default=None, ge=1)  # on every engine together
     env: dict[str, str] = Field(default_factory=dict)
     tools: tuple[str, ...] = ()
     command: Argv | None = None
@@ -143,10 +144,18 @@ class PriceConfig(_Strict):
 
 class ProviderConfig(_Strict):
     daily_budget_usd: float | None = Field(default=None, ge=0)
+    cluster_max_concurrent: int | None = Field(default=None, ge=1)  # the account, fleet-wide
+
+
+class ClusterConfig(_Strict):
+    """What every engine on the database shares (each engine has its own slots)."""
+
+    max_running: int | None = Field(default=None, ge=1)
 
 
 class RelayConfig(_Strict):
     engine: EngineConfig = EngineConfig()
+    cluster: ClusterConfig = ClusterConfig()
     notifications: NotificationConfig = NotificationConfig()
     git: GitConfig = GitConfig()
     inputs: InputsConfig = InputsConfig()

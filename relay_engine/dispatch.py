@@ -1,9 +1,12 @@
 """Dispatch: order the queue, respect capacity and scope locks, pick agents, claim.
 
-The decisions come from the pure scheduler and selection modules; this module gathers
-their inputs in one read and performs each claim as one conditional UPDATE inside a
-short write transaction that re-checks capacity and scope locks, so engines sharing a
-database never over-commit even when they plan at the same moment.
+The decisions come from the pure scheduler, selection and capacity modules; this module
+gathers their inputs in one read and performs each claim as one conditional UPDATE in a
+short write transaction. Engines sharing a PostgreSQL database do not queue behind one
+lock to claim: candidates are locked with ``FOR UPDATE SKIP LOCKED`` (a row another engine
+is claiming is passed over, not waited for), scope exclusivity is a unique index over the
+claimed tasks' scopes (the database refuses a second holder, whoever asks), and only the
+fleet-wide caps an operator sets are counted under an advisory lock of their own.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, or_, text, tuple_
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select, update
 
 from relay_engine import budgets
 from relay_engine.availability import Availability, is_probing
+from relay_engine.capacity import FleetCaps, FleetCounts, free_slots, lock_key
 from relay_engine.config import AgentConfig, RelayConfig
 from relay_engine.crashpoints import crash_point
 from relay_engine.model import Assignment, Execution, Job, Task
@@ -35,8 +40,7 @@ from relay_engine.selection import (
 from relay_engine.states import TaskState
 from relay_engine.store import Store
 from relay_engine.taskops import remember_execution
-
-CLAIM_LOCK_KEY = 0x72656C6179  # "relay": serialises claims across engines on PostgreSQL
+from relay_engine.workspace import shared_directory
 
 
 @dataclass(frozen=True)
@@ -49,9 +53,11 @@ class QueueView:
     limits: dict[str, float]
     pins: dict[tuple[str, str, str], str]
     availability: dict[str, Availability] = field(default_factory=dict)
+    free: int = 0  # agents this engine may start now
+    lock_dirs: dict[str, str | None] = field(default_factory=dict)  # job -> shared directory
 
 
-def task_facts(task: Task, gated: bool = False) -> TaskFacts:
+def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> TaskFacts:
     return TaskFacts(
         key=task.key,
         job_id=task.job_id,
@@ -66,6 +72,7 @@ def task_facts(task: Task, gated: bool = False) -> TaskFacts:
         parked_at=task.parked_at if task.resumed_at else None,
         execution_id=task.execution_id,
         wave_gate_blocked=gated,
+        lock_dir=lock_dir if lock_dir is not None else getattr(task, "lock_dir", None),
     )
 
 
@@ -83,14 +90,6 @@ def busy_tasks(session: Session) -> list[Task]:
     return [t for t in session.exec(select(Task).where(_claimed())) if t.state in _BUSY_STATES]
 
 
-def _busy_scopes(session: Session) -> list[tuple[str, str | None]]:
-    """(job, workstream) of every claimed task: all a claim needs, without loading rows."""
-    query = select(Task.job_id, Task.workstream, Task.state).where(_claimed())
-    return [
-        (job, workstream) for job, workstream, state in session.exec(query) if state in _BUSY_STATES
-    ]
-
-
 QUEUE_COLUMNS = (
     Task.key, Task.job_id, Task.task_id, Task.state, Task.priority, Task.created_at,
     Task.dependencies, Task.workstream, Task.resumed_at, Task.provider, Task.parked_at,
@@ -103,15 +102,24 @@ thousands is read on every dispatch."""
 QUEUE_PAGE_MIN = 32
 
 
-def read_queue(session: Session, limits: dict[str, float], capacity: int) -> QueueView:
+def read_queue(
+    session: Session,
+    limits: dict[str, float],
+    capacity: int,
+    *,
+    engine_id: str | None = None,
+    max_running: int | None = None,
+) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
-    Only as many queued tasks are read as it takes to fill the free slots (a few pages,
-    in dispatch order, over ``ix_relay_task_queue``), so the cost of a dispatch does not
-    grow with the length of the queue.
+    ``capacity`` is this engine's slots (``engine_id``'s claims count against it; without
+    an engine id, every claim does). Only as many queued tasks are read as it takes to
+    fill the free slots (a few pages, in dispatch order, over ``ix_relay_task_queue``), so
+    the cost of a dispatch does not grow with the length of the queue.
     """
     running = busy_tasks(session)
-    free = capacity - len(running)
+    mine = len(running) if engine_id is None else owned_by(running, engine_id)
+    free = free_slots(capacity, mine, len(running), max_running)
     queued = _top_of_queue(session, running, free) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
     jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
@@ -123,7 +131,12 @@ def read_queue(session: Session, limits: dict[str, float], capacity: int) -> Que
             )
         )
     }
-    return QueueView(queued, running, jobs, limits, pins)
+    lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
+    return QueueView(queued, running, jobs, limits, pins, free=free, lock_dirs=lock_dirs)
+
+
+def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
+    return sum(1 for task in tasks if task.lease_owner == engine_id)
 
 
 def _ready(busy: set[tuple[str, str]]) -> Any:
@@ -176,28 +189,42 @@ def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
     return len(plan.chosen) >= free
 
 
-def choose(view: QueueView, capacity: int) -> list[Task]:
-    """Queued tasks to dispatch now, in dispatch order."""
+def choose(view: QueueView) -> list[Task]:
+    """Queued tasks to dispatch now, in dispatch order: at most the view's free slots."""
     by_key = {t.key: t for t in view.queued}
-    plan = plan_dispatch(
-        [task_facts(t) for t in view.queued], [task_facts(t) for t in view.running], capacity
-    )
+    queued = [task_facts(t, lock_dir=view.lock_dirs.get(t.job_id)) for t in view.queued]
+    running = [task_facts(t) for t in view.running]
+    plan = plan_dispatch(queued, running, len(running) + view.free)
     return [by_key[key] for key in plan.chosen]
 
 
-def agent_facts(agents: Sequence[AgentConfig], running: Counter[str]) -> list[AgentFacts]:
-    return [
-        AgentFacts(
-            id=a.id,
-            provider=a.provider,
-            roles=frozenset(a.roles),
-            model_class=a.model_class,
-            enabled=a.enabled,
-            max_concurrent=a.max_concurrent,
-            running=running[a.id],
+def agent_facts(
+    agents: Sequence[AgentConfig],
+    running: Counter[str],
+    fleet: FleetCounts | None = None,
+    caps: FleetCaps | None = None,
+) -> list[AgentFacts]:
+    """``running``: this engine's agents. A fleet-wide cap lowers an agent's own limit to
+    what the other engines leave of it."""
+    facts = []
+    for a in agents:
+        limit = a.max_concurrent
+        room = fleet.room(caps, a.id, a.provider) if fleet and caps else None
+        if room is not None:
+            shared = running[a.id] + max(room, 0)
+            limit = shared if limit is None else min(limit, shared)
+        facts.append(
+            AgentFacts(
+                id=a.id,
+                provider=a.provider,
+                roles=frozenset(a.roles),
+                model_class=a.model_class,
+                enabled=a.enabled,
+                max_concurrent=limit,
+                running=running[a.id],
+            )
         )
-        for a in agents
-    ]
+    return facts
 
 
 def provider_facts(limits: dict[str, float]) -> dict[str, ProviderFacts]:
@@ -211,11 +238,13 @@ def pick_agent(
     running: Counter[str],
     now: float,
     exclude: frozenset[str] = frozenset(),
+    fleet: FleetCounts | None = None,
 ) -> Selection:
     pin = view.pins.get((task.job_id, task.workstream or "", task.role))
+    caps = FleetCaps.from_config(config)
     agents = [
         replace(a, max_concurrent=1) if is_probing(view.availability.get(a.id), now) else a
-        for a in agent_facts(config.agents, running)
+        for a in agent_facts(config.agents, running, fleet, caps)
     ]  # an agent being probed for its network gets one launch at a time
     return select_agent(
         role=task.role,
@@ -246,35 +275,131 @@ def claim_batch(
     lease_s: float,
     now: float,
     artifacts: Path | None = None,
+    caps: FleetCaps | None = None,
+    lock_dirs: dict[str, str | None] | None = None,
 ) -> list[Claim]:
-    """Claim tasks in one transaction: each one conditional UPDATE, re-checked under lock.
+    """Claim tasks in one short transaction: each one conditional UPDATE, re-checked.
 
-    Capacity and scope locks are read again inside the transaction, which is serialised
-    across engines (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL), so
-    two engines that planned the same dispatch never both win. The lock wait is bounded
-    (the store's ``lock_timeout``); a timeout just means nothing is claimed this tick.
-    ``artifacts`` is where each execution's directory (and its supervisor's record) will
-    be, written with the claim so recovery can find it whatever happens next.
+    ``capacity`` is this engine's slots: only this engine claims against them. Candidates
+    another engine is claiming right now are skipped, not waited for (``SKIP LOCKED``, and a
+    try-lock per scope on PostgreSQL; SQLite has one writer at a time anyway); the unique
+    scope indexes make a second holder impossible whatever the timing. Fleet-wide caps,
+    when set, are counted under their own advisory locks, the only waits, bounded by the
+    store's ``lock_timeout``. ``artifacts`` is where each execution's directory (and its
+    supervisor's record) will be, written with the claim so recovery can find it.
     """
+    caps = caps or FleetCaps()
+    lock_dirs = lock_dirs or {}
     claims: list[Claim] = []
     with store.write() as session:
-        if not store.is_sqlite:
-            session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CLAIM_LOCK_KEY))
-        busy = _busy_scopes(session)
+        _hold_fleet_caps(session, store, caps, wanted)
+        claimable = _claimable(session, [task.key for task, _ in wanted])
+        fleet = _Fleet.read(session, engine_id)
         crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
         spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
         for task, selected in wanted:
-            if task.job_id in spent:
-                continue  # its budget ran out since dispatch read it: the next pass parks it
-            if len(busy) >= capacity:
+            if fleet.mine >= capacity or fleet.full(caps):
                 break
-            if _lock_held(task, busy):
+            lock_dir = lock_dirs.get(task.job_id)
+            scopes = claim_scopes(task.job_id, task.workstream, lock_dir)
+            if (
+                task.key not in claimable
+                or task.job_id in spent  # its budget ran out since dispatch read it
+                or not fleet.allows(caps, selected)
+                or not fleet.scopes.isdisjoint(scopes)
+                or not _try_scopes(session, store, scopes)
+            ):
                 continue
-            claimed = _claim_one(session, task, selected, engine_id, lease_s, now, artifacts)
-            if claimed is not None:
-                claims.append(claimed)
-                busy.append((task.job_id, task.workstream))
+            claim = _claim_one(
+                session, task, selected, engine_id, lease_s, now, artifacts, lock_dir
+            )
+            if claim is not None:
+                claims.append(claim)
+                fleet.took(selected, scopes)
     return claims
+
+
+def claim_scopes(job_id: str, workstream: str | None, lock_dir: str | None) -> set[str]:
+    """The scopes a claimed task holds: its workstream, and a shared directory."""
+    scopes = {f"ws:{job_id}:{workstream}"} if workstream else set()
+    if lock_dir:
+        scopes.add(f"dir:{lock_dir}")
+    return scopes
+
+
+@dataclass
+class _Fleet:
+    """What is claimed on every engine, read inside the claim transaction."""
+
+    mine: int
+    counts: FleetCounts
+    scopes: set[str]
+
+    @classmethod
+    def read(cls, session: Session, engine_id: str) -> _Fleet:
+        query = select(
+            Task.job_id, Task.workstream, Task.lock_dir, Task.state, Task.lease_owner,
+            Task.agent, Task.provider,
+        ).where(_claimed())  # fmt: skip
+        fleet = cls(0, FleetCounts(), set())
+        for row in session.exec(query):
+            if row.state in _BUSY_STATES:
+                fleet.mine += row.lease_owner == engine_id
+                fleet.counts.add(row.agent, row.provider)
+                fleet.scopes |= claim_scopes(row.job_id, row.workstream, row.lock_dir)
+        return fleet
+
+    def full(self, caps: FleetCaps) -> bool:
+        return caps.max_running is not None and self.counts.total >= caps.max_running
+
+    def allows(self, caps: FleetCaps, selected: Selected) -> bool:
+        room = self.counts.room(caps, selected.agent_id, selected.provider)
+        return room is None or room > 0
+
+    def took(self, selected: Selected, scopes: set[str]) -> None:
+        self.mine += 1
+        self.counts.add(selected.agent_id, selected.provider)
+        self.scopes |= scopes
+
+
+def _hold_fleet_caps(
+    session: Session, store: Store, caps: FleetCaps, wanted: Sequence[tuple[Task, Selected]]
+) -> None:
+    """Hold still the fleet-wide counts these claims are checked against (PostgreSQL;
+    SQLite's single writer already does). Sorted, so engines never wait on each other in
+    a circle."""
+    if store.is_sqlite:
+        return
+    for name in caps.lock_names((s.agent_id, s.provider) for _, s in wanted):
+        session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
+
+
+def _claimable(session: Session, keys: list[str]) -> set[str]:
+    """Of these tasks, the ones still unclaimed and not being claimed by another engine
+    right now: those rows are skipped, not waited for."""
+    query = (
+        select(Task.key)
+        .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
+        .where(col(Task.execution_id).is_(None))
+        .with_for_update(skip_locked=True)
+    )
+    return set(session.exec(query))
+
+
+def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
+    """Whether no other engine is claiming in these scopes at this moment (PostgreSQL).
+    Without it, a second claimant would wait on the unique scope index until the first
+    commits; with it, engines working on different jobs never wait on each other and
+    engines on the same scope never wait in a circle."""
+    if store.is_sqlite:
+        return True
+    for scope in sorted(scopes):
+        taken = session.exec(
+            text("SELECT pg_try_advisory_xact_lock(:k)").bindparams(k=lock_key(scope))
+        ).one()[0]
+        if not taken:
+            return False
+    return True
 
 
 def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
@@ -292,9 +417,10 @@ def _claim_one(
     lease_s: float,
     now: float,
     artifacts: Path | None = None,
+    lock_dir: str | None = None,
 ) -> Claim | None:
     execution_id = uuid.uuid4().hex
-    result = session.exec(
+    claim = (
         update(Task)
         .where(
             col(Task.key) == task.key,
@@ -306,6 +432,7 @@ def _claim_one(
             execution_id=execution_id,
             lease_owner=engine_id,
             lease_expires_at=now + lease_s,
+            lock_dir=lock_dir,
             agent=selected.agent_id,
             provider=selected.provider,
             resumed_at=None,
@@ -313,6 +440,11 @@ def _claim_one(
             updated_at=now,
         )
     )
+    try:
+        with session.begin_nested():
+            result = session.exec(claim)  # type: ignore[call-overload]
+    except IntegrityError:
+        return None  # a scope index says another engine holds its scope
     if result.rowcount != 1:
         return None
     claimed = session.get(Task, task.key, populate_existing=True)
@@ -335,12 +467,6 @@ def _claim_one(
     return Claim(claimed, selected, execution_id)
 
 
-def _lock_held(task: Task, busy: list[tuple[str, str | None]]) -> bool:
-    if not task.workstream:
-        return False
-    return (task.job_id, task.workstream) in busy
-
-
 def _count_assignment(
     session: Session, task: Task, selected: Selected, execution_id: str, now: float
 ) -> None:
@@ -360,6 +486,18 @@ def _count_assignment(
     )
 
 
-def running_by_agent(session: Session) -> Counter[str]:
-    rows = session.exec(select(Task.agent, Task.state).where(_claimed()))
-    return Counter(agent for agent, state in rows if agent and state in _BUSY_STATES)
+def running_by_agent(session: Session, engine_id: str | None = None) -> Counter[str]:
+    """Agents' running tasks on this engine (every engine's when ``engine_id`` is None)."""
+    rows = session.exec(select(Task.agent, Task.state, Task.lease_owner).where(_claimed()))
+    return Counter(
+        agent
+        for agent, state, owner in rows
+        if agent and state in _BUSY_STATES and (engine_id is None or owner == engine_id)
+    )
+
+
+def fleet_counts(tasks: Sequence[Task]) -> FleetCounts:
+    counts = FleetCounts()
+    for task in tasks:
+        counts.add(task.agent, task.provider)
+    return counts

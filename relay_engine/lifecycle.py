@@ -218,6 +218,11 @@ def _ready(facts: LifecycleFacts, head: str | None) -> Decision:
             review_stale=review is not None,
             reason="the head moved after the review",
         )
+    if facts.review_enabled and review is not None and review.verdict != "approve":
+        # A review at this head that is not (or not yet) an approval: READY no longer holds.
+        return Decision(
+            job_to=JobState.REVIEWING, reason=f"review {review.number} is not an approval"
+        )
     pr = facts.pr
     if pr is None or not (facts.auto_merge or pr.merge_requested):
         return WAIT

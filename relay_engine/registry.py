@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from sqlmodel import Session, col, select
 
-from relay_engine.model import AgentRecord, EngineRecord
+from relay_engine.model import EngineRecord
 from relay_engine.recovery import OwnerFacts
 from relay_engine.runner import process_alive, process_start_time
 from relay_engine.store import Store, record_event
@@ -46,10 +46,6 @@ def mark_stopped(store: Store, engine_id: str, *, now: float) -> None:
         if record is not None:
             record.stopped_at = now
             session.add(record)
-            for agent in session.exec(
-                select(AgentRecord).where(AgentRecord.engine_id == engine_id)
-            ):
-                session.delete(agent)  # a stopped engine offers no agents
             record_event(session, "engine.stopped", f"engine {engine_id} stopped", now=now)
 
 

@@ -34,6 +34,7 @@ class TaskFacts:
     parked_at: float | None = None
     execution_id: str | None = None  # QUEUED with an execution id = claimed, about to start
     wave_gate_blocked: bool = False
+    lock_dir: str | None = None  # a directory it shares with its job's other tasks (not git)
 
 
 def _frozen_map(items: dict[str, str]) -> Mapping[str, str]:
@@ -92,9 +93,12 @@ def dispatch_order(queued: Iterable[TaskFacts]) -> list[TaskFacts]:
 
 def scope_locks(task: TaskFacts) -> tuple[str, ...]:
     """Sorted, so every holder takes its locks in the same order and never deadlocks."""
-    if not task.workstream:
-        return ()
-    return (f"ws:{task.job_id}:{task.workstream}",)
+    locks = []
+    if task.workstream:
+        locks.append(f"ws:{task.job_id}:{task.workstream}")
+    if task.lock_dir:
+        locks.append(f"dir:{task.lock_dir}")
+    return tuple(sorted(locks))
 
 
 def _is_candidate(task: TaskFacts) -> bool:

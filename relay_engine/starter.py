@@ -14,6 +14,7 @@ from typing import Any
 from sqlmodel import Session
 
 from relay_engine import agent_status, assignments, budgets, dispatch
+from relay_engine.capacity import FleetCaps
 from relay_engine.completion import (
     fail_or_retry,
     fail_task,
@@ -75,34 +76,44 @@ class Starter:
 
     def dispatch(self, now: float) -> bool:
         """Start what may start now: order, capacity, scope locks, agent selection."""
-        capacity = self.runtime.config.engine.max_concurrent_agents
+        config, engine_id = self.runtime.config, self.runtime.engine_id
         with self.runtime.store.read() as session:
             limits = limited_providers(session)
-            view = dispatch.read_queue(session, limits, capacity)
-            if not view.queued or len(view.running) >= capacity:
+            view = dispatch.read_queue(
+                session,
+                limits,
+                config.engine.max_concurrent_agents,
+                engine_id=engine_id,
+                max_running=config.cluster.max_running,
+            )
+            if not view.queued or view.free <= 0:
                 return False
-            running = dispatch.running_by_agent(session)
+            running = dispatch.running_by_agent(session, engine_id)
+            fleet = dispatch.fleet_counts(view.running)
             spent = budgets.job_holds(session, view.jobs.values())
             unavailable = agent_status.availability_map(session)
-            unavailable |= budgets.agent_holds(session, self.runtime.config, now)
+            unavailable |= budgets.agent_holds(session, config, now)
             view = replace(view, availability=unavailable)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        for task in dispatch.choose(view, capacity):
+        for task in dispatch.choose(view):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
-            selection = dispatch.pick_agent(task, view, self.runtime.config, running, now)
+            selection = dispatch.pick_agent(task, view, config, running, now, fleet=fleet)
             if isinstance(selection, Selected):
                 wanted.append((task, selection))
                 running[selection.agent_id] += 1
+                fleet.add(selection.agent_id, selection.provider)
             elif isinstance(selection, Park):
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return self._start(wanted, capacity, now) or changed
+        return self._start(wanted, view.lock_dirs, now) or changed
 
-    def _start(self, wanted: list[tuple[Task, Selected]], capacity: int, now: float) -> bool:
+    def _start(
+        self, wanted: list[tuple[Task, Selected]], lock_dirs: dict[str, str | None], now: float
+    ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
 
         Each agent's supervisor writes its on-disk record before the agent runs, so an
@@ -115,10 +126,12 @@ class Starter:
             runtime.store,
             wanted,
             engine_id=runtime.engine_id,
-            capacity=capacity,
+            capacity=runtime.config.engine.max_concurrent_agents,
             lease_s=runtime.config.engine.lease_seconds,
             now=now,
             artifacts=artifacts_root(runtime.workspace),
+            caps=FleetCaps.from_config(runtime.config),
+            lock_dirs=lock_dirs,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []

@@ -58,6 +58,15 @@ def open_repo(path: str | Path | None) -> Repo | None:
         return None
 
 
+def shared_directory(repo_path: str | None) -> str | None:
+    """The directory a job's tasks all work in when its repo is not a git repository (no
+    worktrees to keep them apart): they take turns in it. None for a git repository, and
+    for jobs without a repository (they run in scratch space and touch nothing shared)."""
+    if not repo_path or not Path(repo_path).is_dir() or open_repo(repo_path) is not None:
+        return None
+    return str(Path(repo_path).resolve())
+
+
 def git_lock(repo: Repo) -> threading.Lock:
     return _repo_locks[str(Path(repo.git_dir).resolve())]
 

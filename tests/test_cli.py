@@ -190,5 +190,3 @@ def test_commands_on_unknown_tasks_say_why(
     result = sqlite_workspace.cli(*args)
     assert result.returncode == code
     assert message in result.stderr
-
-

@@ -67,7 +67,9 @@ def test_a_0_1_0_database_is_upgraded_and_its_waiting_job_then_runs(legacy: Work
     assert (tasks["pending/first"].external_deps, tasks["pending/first"].recoveries) == ([], 0)
     assert jobs["pending"].after == [] and jobs["pending"].troubleshoot is True
 
-    again = legacy.cli("submit", str(legacy.path / "example-job.toml"))  # the same file means the same job
+    again = legacy.cli(
+        "submit", str(legacy.path / "example-job.toml")
+    )  # the same file means the same job
     assert again.returncode == 0, again.stderr
     assert "unchanged (already submitted)" in again.stdout
 
