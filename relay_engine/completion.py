@@ -85,6 +85,9 @@ def apply_outcome(
         _succeed(session, task, outcome, now)
     elif outcome.kind is OutcomeKind.RELEASED:
         release_task(session, task, outcome.error or "engine stopped", now=now)
+    elif outcome.kind is OutcomeKind.SESSION_GONE:
+        reason = "its resumed provider session is gone, so it runs again in a fresh one"
+        release_task(session, task, reason, now=now)
     elif outcome.kind is OutcomeKind.LIMITED:
         assert limit_decision is not None
         _limited(session, task, limit_decision, now)
