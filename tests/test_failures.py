@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,25 @@ def replay(provider: str, name: str):  # type: ignore[no-untyped-def]
     parser.feed(stdout, NOW)
     parser.notice_stderr(stderr)
     return parser.finish(code, stderr, NOW)
+
+
+def _judge(name: str, provider: str, *, resumed: bool) -> tuple[Any, Outcome]:
+    report = replay(provider, name)
+    _, stderr, code = recorded(name)
+    facts = ExitFacts(
+        exit_code=code,
+        stop_reason=None,
+        timeout_s=60,
+        cli_error=report.error,
+        cli_is_error=report.is_error,
+        result_text=report.result_text,
+        result_file=None,
+        limit=report.limit,
+        stderr_tail=stderr,
+        failure=report.failure,
+        resumed=resumed,
+    )
+    return report, judge_exit(facts)
 
 
 # (fixture, provider, class, words from the CLI's own sentence that the user must read)
@@ -85,27 +105,12 @@ TABLE = [
 def test_recorded_failures_are_classified_with_the_clis_own_sentence(
     name: str, provider: str, kind: FailureClass, words: str
 ) -> None:
-    report = replay(provider, name)
+    report, outcome = _judge(name, provider, resumed=False)
     assert report.failure is not None, f"{name}: not recognised"
     assert report.failure.kind is kind
     assert words in report.failure.reason
     assert report.failure.fix
     assert report.limit is None
-    _, stderr, code = recorded(name)
-    outcome = judge_exit(
-        ExitFacts(
-            exit_code=code,
-            stop_reason=None,
-            timeout_s=60,
-            cli_error=report.error,
-            cli_is_error=report.is_error,
-            result_text=report.result_text,
-            result_file=None,
-            limit=report.limit,
-            stderr_tail=stderr,
-            failure=report.failure,
-        )
-    )
     assert outcome.kind is OutcomeKind.UNAVAILABLE  # the attempt is refunded, not spent
     assert words in (outcome.error or "")
 
@@ -203,25 +208,6 @@ GONE = [
     ("codex-resume-gone", "codex", "no rollout found for thread id"),
     ("gemini-resume-gone", "gemini", "Error resuming session: No previous sessions found"),
 ]
-
-
-def _judge(name: str, provider: str, *, resumed: bool) -> tuple[object, object]:
-    report = replay(provider, name)
-    _, stderr, code = recorded(name)
-    facts = ExitFacts(
-        exit_code=code,
-        stop_reason=None,
-        timeout_s=60,
-        cli_error=report.error,
-        cli_is_error=report.is_error,
-        result_text=report.result_text,
-        result_file=None,
-        limit=report.limit,
-        stderr_tail=stderr,
-        failure=report.failure,
-        resumed=resumed,
-    )
-    return report, judge_exit(facts)
 
 
 @pytest.mark.parametrize(("name", "provider", "words"), GONE, ids=[g[0] for g in GONE])
