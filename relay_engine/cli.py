@@ -266,6 +266,8 @@ def _print_status(store: Store, job_id: str | None) -> None:
                 (note or "")[:80],
             )
         console.print(table)
+        for line in execution_lines([t for t in report["tasks"] if t["job_id"] == job["id"]]):
+            console.print(escape(line), highlight=False, soft_wrap=True)  # whole paths
     for provider in report["providers"]:
         if provider["status"] == "limited":
             reset = format_time(provider["reset_at"])
@@ -276,6 +278,27 @@ def _print_status(store: Store, job_id: str | None) -> None:
                 f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
                 f" [dim]fix: {escape(agent['fix'] or '')}[/]"
             )
+
+
+def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
+    """Where to read why: every run of a task asked about by key, else the artifact folder
+    of each task whose last attempt failed."""
+    lines = []
+    for task in tasks:
+        if "executions" in task:
+            for run in task["executions"]:
+                code = f" (exit {run['exit_code']})" if run["exit_code"] not in (None, 0) else ""
+                lines.append(
+                    f"run {run['id'][:8]} try {run['attempt']} on {run['agent'] or 'no agent'}: "
+                    f"{run['outcome'] or 'running'}{code} {run['error'] or ''}".rstrip()
+                )
+                lines.append(f"  artifacts: {run['artifact_dir'] or 'none'}")
+            continue
+        last = task["last_execution"]
+        if task["error"] and last and last["outcome"] not in (None, "succeeded"):
+            lines.append(f"{task['id']} attempt {last['attempt']} {last['outcome']}: "
+                         f"artifacts in {last['artifact_dir'] or 'none'}")  # fmt: skip
+    return lines
 
 
 def pull_lines(job: dict[str, Any]) -> list[str]:
@@ -484,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="do not print events")
     run.set_defaults(func=cmd_run)
     status = sub.add_parser("status", help="jobs, tasks and providers")
-    status.add_argument("job", nargs="?")
+    status.add_argument("job", nargs="?", help="a job, or JOB/TASK for one task and its runs")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
     for name, kind, helptext in (

@@ -59,11 +59,20 @@ def fenced_tasks(session: Session, claims: Mapping[str, str]) -> dict[str, Task]
 
 
 def finish_execution_row(
-    session: Session, execution_id: str, outcome: Outcome, *, exit_code: int | None, now: float
+    session: Session,
+    execution_id: str,
+    outcome: Outcome,
+    *,
+    exit_code: int | None,
+    now: float,
+    never_ran: bool = False,
 ) -> None:
+    """End an execution row; ``never_ran``: a start that failed, timed at this moment."""
     execution = session.get(Execution, execution_id)
     if execution is None:
         return
+    if never_ran and execution.started_at is None:
+        execution.started_at = now  # so it sorts among the task's runs on every database
     execution.ended_at = now
     execution.exit_code = exit_code
     execution.outcome = outcome.kind.value
@@ -85,6 +94,9 @@ def apply_outcome(
         _succeed(session, task, outcome, now)
     elif outcome.kind is OutcomeKind.RELEASED:
         release_task(session, task, outcome.error or "engine stopped", now=now)
+    elif outcome.kind is OutcomeKind.SESSION_GONE:
+        reason = "its resumed provider session is gone, so it runs again in a fresh one"
+        release_task(session, task, reason, now=now)
     elif outcome.kind is OutcomeKind.LIMITED:
         assert limit_decision is not None
         _limited(session, task, limit_decision, now)

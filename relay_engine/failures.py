@@ -1,7 +1,9 @@
 """Why an agent could not work at all: not logged in, no network, CLI missing or refusing.
 
 Pure: no I/O and no clock. These failures say nothing about the task, so they never use
-up its attempt; they make the *agent* unavailable (see :mod:`relay_engine.availability`).
+up its attempt; they make the *agent* unavailable (see :mod:`relay_engine.availability`),
+except ``session-gone``: a resumed provider session the CLI no longer has is relay's own
+mistake, fixed by running the task again in a fresh session.
 Structured signals win over text: a stream event or a documented exit code first, then
 the CLI's own sentences, matched narrowly so that an agent merely *talking* about
 networks or logins is not mistaken for one that failed.
@@ -22,6 +24,7 @@ class FailureClass(StrEnum):
     UNREACHABLE = "unreachable"
     CLI_MISSING = "cli-missing"
     CLI_REJECTED = "cli-rejected"
+    SESSION_GONE = "session-gone"
 
 
 HELD_CLASSES = frozenset({FailureClass.AUTH, FailureClass.CLI_MISSING, FailureClass.CLI_REJECTED})
@@ -81,6 +84,13 @@ _REJECTED_TEXT = re.compile(
     r"|cannot be used with root/sudo privileges",
     re.IGNORECASE | re.MULTILINE,
 )
+_SESSION_GONE_TEXT = re.compile(
+    r"no conversation found with session id"  # claude --resume
+    r"|no rollout found for thread id"  # codex exec resume
+    r"|error resuming session|invalid session identifier",  # gemini --resume (exit 42)
+    re.IGNORECASE,
+)
+SESSION_GONE_FIX = "nothing to do: relay runs the task again in a fresh session"
 _CODEX_WAITING = re.compile(r"^Reconnecting\.\.\. waiting for network", re.IGNORECASE)
 
 
@@ -113,6 +123,10 @@ def auth(provider: str, reason: str) -> AgentFailure:
 def rejected(provider: str, reason: str) -> AgentFailure:
     sentence = _sentence(reason)
     return AgentFailure(FailureClass.CLI_REJECTED, sentence, rejected_fix(provider, sentence))
+
+
+def session_gone(reason: str) -> AgentFailure:
+    return AgentFailure(FailureClass.SESSION_GONE, _sentence(reason), SESSION_GONE_FIX)
 
 
 def missing(provider: str, executable: str) -> AgentFailure:
@@ -190,6 +204,10 @@ def classify_exit(evidence: ExitEvidence) -> AgentFailure | None:
     failure is the task's own (or unknown) and counts as an ordinary attempt."""
     if evidence.exit_code == 0 or evidence.provider not in AGENT_CLIS:
         return None
+    for text in (*evidence.cli_errors, evidence.stderr):
+        line = _matching_line(_SESSION_GONE_TEXT, text)
+        if line is not None:  # before gemini's exit code: it exits 42 ("input error") for it
+            return session_gone(line)
     if evidence.provider == "gemini":
         failure = _gemini_exit(evidence)
         if failure is not None:

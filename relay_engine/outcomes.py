@@ -3,6 +3,10 @@
 An exit is judged in this order: the engine's own reason for stopping it (cancelled,
 lease lost, released on shutdown, timed out) wins; then a usage-limit signal (the
 attempt is not counted); then the exit code and the CLI's own error flag.
+
+Whether the provider session survives an outcome is decided here too
+(:func:`ends_session`): a failure that says the session cannot be resumed usefully
+(session gone, not logged in, arguments refused) ends it at once; a timeout keeps it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from relay_engine.failures import AgentFailure
+from relay_engine.failures import AgentFailure, FailureClass
 from relay_engine.limits import LimitSignal
 from relay_engine.redaction import Redactor
 
@@ -25,6 +29,7 @@ class OutcomeKind(StrEnum):
     LOST = "lost"  # the task moved on without us (cancelled, lease lost): record nothing on it
     RELEASED = "released"  # the engine stopped it on shutdown: back to QUEUED, attempt refunded
     UNAVAILABLE = "unavailable"  # the agent could not work at all: attempt refunded, agent marked
+    SESSION_GONE = "session-gone"  # the resumed session no longer exists: refunded, run fresh
 
 
 class StopReason(StrEnum):
@@ -59,6 +64,25 @@ class ExitFacts:
     limit: LimitSignal | None
     stderr_tail: str
     failure: AgentFailure | None = None
+    resumed: bool = False  # the run was asked to resume a provider session
+
+
+STALE_SESSION_FAILURES = frozenset(
+    {FailureClass.SESSION_GONE, FailureClass.AUTH, FailureClass.CLI_REJECTED}
+)
+"""Failures after which resuming the same session again cannot help."""
+
+
+def ends_session(outcome: Outcome, *, attempts_left: bool) -> bool:
+    """Whether the workstream's provider session goes stale after ``outcome``.
+
+    A timeout, a limit or a network failure keeps it: the conversation is still there
+    and the next attempt picks it up. A failure in :data:`STALE_SESSION_FAILURES` ends it
+    at once, and so does the last failed attempt.
+    """
+    if outcome.failure is not None and outcome.failure.kind in STALE_SESSION_FAILURES:
+        return True
+    return outcome.kind is OutcomeKind.FAILED and not attempts_left
 
 
 def _result_parts(facts: ExitFacts) -> tuple[str | None, Any]:
@@ -79,9 +103,7 @@ def judge_exit(facts: ExitFacts) -> Outcome:
     if facts.limit is not None:
         return Outcome(OutcomeKind.LIMITED, error=facts.limit.source_text, limit=facts.limit)
     if facts.failure is not None:
-        failure = facts.failure
-        error = f"{failure.kind.value}: {failure.reason}"
-        return Outcome(OutcomeKind.UNAVAILABLE, error=error, failure=failure)
+        return _agent_failure(facts, facts.failure)
     if facts.stop_reason is StopReason.TIMEOUT:
         return Outcome(OutcomeKind.TIMEOUT, error=f"timed out after {facts.timeout_s:.0f}s")
     summary, data = _result_parts(facts)
@@ -91,6 +113,16 @@ def judge_exit(facts: ExitFacts) -> Outcome:
     return Outcome(
         OutcomeKind.FAILED, summary=summary, data=data, error=f"exit {facts.exit_code}: {reason}"
     )
+
+
+def _agent_failure(facts: ExitFacts, failure: AgentFailure) -> Outcome:
+    error = f"{failure.kind.value}: {failure.reason}"
+    if failure.kind is not FailureClass.SESSION_GONE:
+        return Outcome(OutcomeKind.UNAVAILABLE, error=error, failure=failure)
+    if facts.resumed:
+        return Outcome(OutcomeKind.SESSION_GONE, error=error, failure=failure)
+    # Not resumed, so not relay's doing: an ordinary, charged failure (and never a loop).
+    return Outcome(OutcomeKind.FAILED, error=f"exit {facts.exit_code}: {failure.reason}")
 
 
 def _last_line(text: str) -> str:

@@ -30,6 +30,7 @@ from relay_engine.outcomes import (
     Outcome,
     OutcomeKind,
     StopReason,
+    ends_session,
     judge_exit,
     redact_outcome,
 )
@@ -125,6 +126,7 @@ class Reaper:
                 limit=report.limit,
                 stderr_tail=stderr_tail,
                 failure=report.failure,
+                resumed=bool(live.extra.get("resumed")),
             )
         )
         condition = self.runtime.condition or low_space(self.runtime.workspace / ".relay")
@@ -318,8 +320,7 @@ class Reaper:
             live.provider,
             live.parser.report.session_id,
             resumed=bool(live.extra.get("resumed")),
-            failed_for_good=outcome.kind is OutcomeKind.FAILED
-            and task.attempt >= task.max_attempts,
+            failed_for_good=ends_session(outcome, attempts_left=task.attempt < task.max_attempts),
             now=now,
         )
         if outcome.kind is OutcomeKind.SUCCEEDED:

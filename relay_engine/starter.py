@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from sqlmodel import Session
@@ -28,12 +29,20 @@ from relay_engine.completion import (
 from relay_engine.config import AgentConfig
 from relay_engine.context import prompt_context
 from relay_engine.crashpoints import crash_point
+from relay_engine.failrecords import (
+    Stage,
+    StartFailure,
+    error_text,
+    unclaimed_execution,
+    write_artifacts,
+)
 from relay_engine.failures import AgentFailure
 from relay_engine.faults import DiskFull, is_disk_full
 from relay_engine.jobs import timeout_for
 from relay_engine.launch import (
     LaunchRequest,
     adapter_for,
+    artifact_dir,
     artifacts_root,
     build_launch,
     missing_executable,
@@ -172,19 +181,36 @@ class Starter:
     ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure | Deferred:
         """Build and start one claimed task's agent; why, when it cannot start (an
         :class:`AgentFailure` when the agent's CLI is missing, a :class:`Deferred` when the
-        disk is full: the task is not to blame for either)."""
+        disk is full: the task is not to blame for either). A start that fails leaves
+        error.txt (and prompt.md, once assembled) in the execution's artifact folder."""
+        stage, prompt = Stage.AGENT, None
         agent = self.runtime.config.agent(claim.selected.agent_id)
+        failed: str | AgentFailure | Deferred
         if agent is None:
-            return f"agent {claim.selected.agent_id} is no longer configured"
-        missing = missing_executable(agent)
-        if missing is not None:
-            return missing
-        try:
-            request = self._launch_request(claim.task, agent, claim.execution_id)
-            live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
-        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
-            return Deferred(str(error)) if is_disk_full(error) else str(error)
-        return live, spec, request
+            failed = f"agent {claim.selected.agent_id} is no longer configured"
+        elif (missing := missing_executable(agent)) is not None:
+            failed = missing
+        else:
+            try:
+                stage = Stage.PROMPT
+                job, prompt, resume = self._assemble(claim.task, agent)
+                stage = Stage.WORKTREE
+                request = self._launch_request(claim, agent, job, prompt, resume)
+                stage = Stage.LAUNCH
+                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+                return live, spec, request
+            except (LaunchError, WorkspaceError, OSError, ValueError) as error:
+                failed = Deferred(str(error)) if is_disk_full(error) else str(error)
+        self._keep_failure(claim, StartFailure(stage, _describe(failed)), prompt)
+        return failed
+
+    def _keep_failure(
+        self, claim: dispatch.Claim, failure: StartFailure, prompt: str | None
+    ) -> None:
+        redact = self.runtime.redactor.text
+        text = error_text(claim.task, claim.selected.agent_id, failure)
+        directory = artifact_dir(self.runtime.workspace, claim.execution_id)
+        write_artifacts(directory, redact(text), redact(prompt) if prompt is not None else None)
 
     def spawn(
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
@@ -207,13 +233,26 @@ class Starter:
         self.runtime.live[request.execution_id] = live
         return live, spec
 
-    def _launch_request(self, task: Task, agent: AgentConfig, execution_id: str) -> LaunchRequest:
+    def _assemble(self, task: Task, agent: AgentConfig) -> tuple[Job | None, str, str | None]:
+        """The task's job, its prompt, and the provider session to resume (if any)."""
         with self.runtime.store.read() as session:
             job = session.get(Job, task.job_id)
             prompt = assemble_prompt(
                 prompt_context(session, self.runtime.workspace, task, job, agent.provider)
             )
             resume = assignments.resumable_session(session, task, agent.id)
+        return job, prompt, resume
+
+    def _launch_request(
+        self,
+        claim: dispatch.Claim,
+        agent: AgentConfig,
+        job: Job | None,
+        prompt: str,
+        resume: str | None,
+    ) -> LaunchRequest:
+        """Where the agent will run: a fresh worktree when the job's repo is git."""
+        task = claim.task
         cwd = (
             self.runtime.worktrees.cwd_for(
                 job.repo_path, job.id, task.task_id, job.base_branch, kind=task.kind
@@ -222,7 +261,7 @@ class Starter:
             else self.runtime.workspace
         )
         return LaunchRequest(
-            execution_id=execution_id,
+            execution_id=claim.execution_id,
             task_key=task.key,
             job_id=task.job_id,
             attempt=task.attempt,
@@ -264,7 +303,9 @@ class Starter:
         fenced = fenced_task(session, key, execution_id)
         if isinstance(error, Deferred):
             outcome = Outcome(OutcomeKind.RELEASED, error=f"not started: {error.reason}")
-            finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
+            finish_execution_row(
+                session, execution_id, outcome, exit_code=None, now=now, never_ran=True
+            )
             if fenced is not None:
                 release_task(session, fenced, f"not started: {error.reason}", now=now)
             return
@@ -272,7 +313,9 @@ class Starter:
             outcome = Outcome(OutcomeKind.UNAVAILABLE, error=f"{error.kind}: {error.reason}")
         else:
             outcome = Outcome(OutcomeKind.FAILED, error=error)
-        finish_execution_row(session, execution_id, outcome, exit_code=None, now=now)
+        finish_execution_row(
+            session, execution_id, outcome, exit_code=None, now=now, never_ran=True
+        )
         if fenced is None:
             return
         self.runtime.settle_later(fenced.job_id)
@@ -315,7 +358,22 @@ class Starter:
             if fresh is None:
                 return False
             fail_task(session, fresh, reason, f"cannot run: {reason}", now=now)
+            self._record_unassignable(session, fresh, reason, now)
         return True
+
+    def _record_unassignable(self, session: Session, task: Task, reason: str, now: float) -> None:
+        """No agent can take the task: an execution row and error.txt all the same."""
+        runtime = self.runtime
+        execution = unclaimed_execution(
+            task,
+            engine_id=runtime.engine_id,
+            artifacts=artifacts_root(runtime.workspace),
+            error=f"cannot run: {reason}",
+            now=now,
+        )
+        failure = StartFailure(Stage.SELECTION, reason)
+        write_artifacts(Path(execution.artifact_dir or ""), error_text(task, None, failure))
+        session.add(execution)
 
     def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
         """Move a still-unclaimed queued task; False if another engine got to it first."""
@@ -332,3 +390,9 @@ class Starter:
         if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
             return None
         return fresh
+
+
+def _describe(failed: str | AgentFailure | Deferred) -> str:
+    if isinstance(failed, AgentFailure):
+        return f"{failed.kind.value}: {failed.reason} (fix: {failed.fix})"
+    return str(failed)

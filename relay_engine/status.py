@@ -2,7 +2,10 @@
 
 Each job carries ``pr`` (its pull request: forge, number/url, state, head, mergeable, and
 the ``note`` saying why it waits) and ``review`` (the latest final review: round, verdict,
-the head it saw, whether that head is still current, summary and findings).
+the head it saw, whether that head is still current, summary and findings). Each task
+carries ``last_execution`` (outcome, error and ``artifact_dir``, where prompt.md, the
+output and, for a start that failed before the agent ran, error.txt are). Asked about one
+task (``JOB/TASK``), the report lists only that task, with all its ``executions``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from relay_engine.agent_status import agent_rows
 from relay_engine.budgets import Cap, Spend, judge
 from relay_engine.config import EngineConfig
 from relay_engine.health import low_space
-from relay_engine.model import EngineRecord, Job, Plan, ProviderLimit, Task
+from relay_engine.model import EngineRecord, Execution, Job, Plan, ProviderLimit, Task
 from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
@@ -37,12 +40,16 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
             .where(col(EngineRecord.stopped_at).is_(None))
             .order_by(EngineRecord.started_at)
         ).all()
+        job_id, _, task_id = (job_id or "").partition("/")
         if job_id:
             jobs = [j for j in jobs if j.id == job_id]
             tasks = [t for t in tasks if t.job_id == job_id]
             plans = [p for p in plans if p.job_id == job_id]
+        if task_id:
+            tasks = [t for t in tasks if t.task_id == task_id]
+        runs = _executions(session, job_id or None)
         pulls = pull_summaries(session, [j.id for j in jobs])
-    records = read_usage(store, job_id=job_id)
+    records = read_usage(store, job_id=job_id or None)
     by_job = {row.key: row for row in rollup(records, "job")}
     by_task = {row.key: row for row in rollup(records, "task")}
     return {
@@ -55,12 +62,36 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
             }
             for j in jobs
         ],
-        "tasks": [{**_task(t), "spend": _spend(by_task.get(t.key))} for t in tasks],
+        "tasks": [
+            {
+                **_task(t),
+                "spend": _spend(by_task.get(t.key)),
+                "last_execution": (runs.get(t.key) or [None])[-1],
+                **({"executions": runs.get(t.key, [])} if task_id else {}),
+            }
+            for t in tasks
+        ],
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
         "agents": agents,
         "conditions": conditions(store, engines),
     }
+
+
+EXECUTION_FIELDS = ("id", "attempt", "agent", "outcome", "exit_code", "error", "artifact_dir")
+
+
+def _executions(session: Any, job_id: str | None) -> dict[str, list[dict[str, Any]]]:
+    """Each task's executions, oldest first (one not yet started last): the report's columns."""
+    columns = [getattr(Execution, name) for name in EXECUTION_FIELDS]
+    query = select(Execution.task_key, *columns).where(col(Execution.task_key).is_not(None))
+    if job_id:
+        query = query.where(col(Execution.job_id) == job_id)
+    query = query.order_by(col(Execution.started_at).asc().nulls_last(), col(Execution.id))
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for key, *values in session.exec(query):
+        runs.setdefault(key, []).append(dict(zip(EXECUTION_FIELDS, values, strict=True)))
+    return runs
 
 
 def _spend(row: UsageRow | None) -> dict[str, Any]:

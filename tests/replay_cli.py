@@ -5,7 +5,10 @@ a real process, printing the real CLI's recorded bytes on the same streams with 
 exit code. Configured by environment, because relay appends the CLI's own flags:
 
 * ``REPLAY_CLI``: claude | codex | gemini (which help/version/status fixtures to answer)
-* ``REPLAY_SCENARIO``: the fixture folder replayed for a task run
+* ``REPLAY_SCENARIO``: the fixture folder replayed for a task run; unset, the run succeeds
+  (prints ``REPLAY_SUCCESS``)
+* ``REPLAY_RESUME_SCENARIO``: the fixture folder replayed instead when relay asks to resume
+  a session (``--resume ID``, codex ``exec resume ID``): "that session is gone"
 * ``REPLAY_LINE_DELAY``: seconds between stdout lines (default 0)
 * ``REPLAY_HANG``: after the output, sleep instead of exiting (codex waiting forever)
 * ``REPLAY_LOGGED_IN``: a path; while that file exists, the run succeeds instead
@@ -57,12 +60,16 @@ def main(argv: list[str]) -> int:
     fixed = _fixed(cli, argv)
     if fixed is not None:
         return _emit(FIXTURES / "realcli" / fixed, 0.0)
+    delay = float(os.environ.get("REPLAY_LINE_DELAY", "0"))
+    gone = os.environ.get("REPLAY_RESUME_SCENARIO")
+    if gone and ("--resume" in argv or "resume" in argv[:-1]):  # the prompt comes last
+        return _emit(FIXTURES / "realcli" / gone, delay)
     logged_in = os.environ.get("REPLAY_LOGGED_IN")
-    if logged_in and Path(logged_in).exists():
+    scenario = os.environ.get("REPLAY_SCENARIO")
+    if scenario is None or (logged_in and Path(logged_in).exists()):
         sys.stdout.write(Path(os.environ["REPLAY_SUCCESS"]).read_text())
         return 0
-    delay = float(os.environ.get("REPLAY_LINE_DELAY", "0"))
-    return _emit(FIXTURES / "realcli" / os.environ["REPLAY_SCENARIO"], delay)
+    return _emit(FIXTURES / "realcli" / scenario, delay)
 
 
 if __name__ == "__main__":

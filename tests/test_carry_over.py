@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import (
     Workspace,
     events,
@@ -112,6 +113,77 @@ def test_a_hard_failure_makes_the_session_stale(sqlite_workspace: Workspace) -> 
         (row,) = session.exec(select(ProviderSession))
     assert row.last_failed_at is not None
     assert (row.status, row.session_id) == ("active", fresh.session_id)
+
+
+REPLAY = [sys.executable, str(Path(__file__).resolve().parent / "replay_cli.py")]
+STREAMS = Path(__file__).resolve().parent / "fixtures" / "streams"
+SUCCESS = {"claude": "claude_success.jsonl", "codex": "codex_success.jsonl"}
+SUCCESS["gemini"] = "gemini_success.json"
+
+
+def replay_agent(provider: str, on_resume: str) -> dict[str, Any]:
+    """A real process printing what the real CLI printed: a success for a fresh run, the
+    recorded ``on_resume`` fixture when relay asks it to resume a session."""
+    env = {
+        "REPLAY_CLI": provider,
+        "REPLAY_SUCCESS": str(STREAMS / SUCCESS[provider]),
+        "REPLAY_RESUME_SCENARIO": on_resume,
+    }
+    return {"id": f"{provider}-a", "provider": provider, "command": REPLAY, "env": env}
+
+
+def _session_row(store: Any) -> ProviderSession:
+    with store.read() as session:
+        (row,) = session.exec(select(ProviderSession))
+    return row
+
+
+@pytest.mark.parametrize("provider", ["claude", "codex", "gemini"])
+def test_a_resumed_session_that_is_gone_is_retried_fresh_at_once_and_not_charged(
+    sqlite_workspace: Workspace, provider: str
+) -> None:
+    ws = sqlite_workspace.configure(agents=[replay_agent(provider, f"{provider}-resume-gone")])
+    first = {"id": "one", "workstream": "core"}
+    second = {"id": "two", "workstream": "core", "depends_on": ["one"], "max_attempts": 1}
+    ws.submit(job_toml("gone", [first, second]))
+    store = ws.store()
+
+    assert run_until_idle(ws.engine(), timeout=90) is True
+
+    (one,) = [e for e in executions(store) if e.task_key == "gone/one"]
+    gone, fresh = sorted(
+        (e for e in executions(store) if e.task_key == "gone/two"), key=lambda e: e.started_at
+    )
+    assert one.session_id and one.session_id in gone.argv  # it resumed the first session...
+    assert gone.outcome == "session-gone"
+    assert "session-gone" in (gone.error or "")
+    assert one.session_id not in fresh.argv and "--resume" not in fresh.argv  # ...then not
+    assert "resume" not in fresh.argv
+    assert fresh.outcome == "succeeded"
+    two = tasks(store)["gone/two"]
+    assert (two.state, two.attempt) == ("SUCCEEDED", 1)  # max_attempts 1: the gone one was free
+    row = _session_row(store)
+    assert row.last_failed_at is not None and row.last_failed_at >= (gone.ended_at or 0)
+    released = [e.message for e in events(store, "task.released")]
+    assert any("fresh" in m and "attempt refunded" in m for m in released), released
+
+
+def test_an_auth_failure_on_a_resumed_session_makes_it_stale_at_once(
+    sqlite_workspace: Workspace,
+) -> None:
+    """The task still has attempts left: before, the session stayed active until they ran out."""
+    ws = sqlite_workspace.configure(agents=[replay_agent("claude", "claude-not-logged-in")])
+    first = {"id": "one", "workstream": "core"}
+    second = {"id": "two", "workstream": "core", "depends_on": ["one"], "max_attempts": 3}
+    ws.submit(job_toml("auth", [first, second]))
+    store = ws.store()
+    with running_engine(ws.engine()):
+        wait_for(lambda: task_state(store, "auth/two") == "PARKED", what="parked", timeout=90)
+    (run,) = [e for e in executions(store) if e.task_key == "auth/two"]
+    assert "--resume" in run.argv and run.outcome == "unavailable"
+    row = _session_row(store)
+    assert row.status == "stale"
+    assert tasks(store)["auth/two"].attempt == 0
 
 
 def test_an_assessor_that_asks_for_a_replan_starts_a_wave_assessment_round(

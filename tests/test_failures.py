@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,14 @@ from relay_engine.adapters import get_adapter
 from relay_engine.failures import (
     ExitEvidence,
     FailureClass,
+    auth,
     classify_exit,
     classify_launch_error,
     classify_text,
+    rejected,
+    unreachable,
 )
-from relay_engine.outcomes import ExitFacts, OutcomeKind, judge_exit
+from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, ends_session, judge_exit
 
 REALCLI = Path(__file__).parent / "fixtures" / "realcli"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,6 +46,25 @@ def replay(provider: str, name: str):  # type: ignore[no-untyped-def]
     parser.feed(stdout, NOW)
     parser.notice_stderr(stderr)
     return parser.finish(code, stderr, NOW)
+
+
+def _judge(name: str, provider: str, *, resumed: bool) -> tuple[Any, Outcome]:
+    report = replay(provider, name)
+    _, stderr, code = recorded(name)
+    facts = ExitFacts(
+        exit_code=code,
+        stop_reason=None,
+        timeout_s=60,
+        cli_error=report.error,
+        cli_is_error=report.is_error,
+        result_text=report.result_text,
+        result_file=None,
+        limit=report.limit,
+        stderr_tail=stderr,
+        failure=report.failure,
+        resumed=resumed,
+    )
+    return report, judge_exit(facts)
 
 
 # (fixture, provider, class, words from the CLI's own sentence that the user must read)
@@ -82,27 +105,12 @@ TABLE = [
 def test_recorded_failures_are_classified_with_the_clis_own_sentence(
     name: str, provider: str, kind: FailureClass, words: str
 ) -> None:
-    report = replay(provider, name)
+    report, outcome = _judge(name, provider, resumed=False)
     assert report.failure is not None, f"{name}: not recognised"
     assert report.failure.kind is kind
     assert words in report.failure.reason
     assert report.failure.fix
     assert report.limit is None
-    _, stderr, code = recorded(name)
-    outcome = judge_exit(
-        ExitFacts(
-            exit_code=code,
-            stop_reason=None,
-            timeout_s=60,
-            cli_error=report.error,
-            cli_is_error=report.is_error,
-            result_text=report.result_text,
-            result_file=None,
-            limit=report.limit,
-            stderr_tail=stderr,
-            failure=report.failure,
-        )
-    )
     assert outcome.kind is OutcomeKind.UNAVAILABLE  # the attempt is refunded, not spent
     assert words in (outcome.error or "")
 
@@ -193,3 +201,50 @@ def test_an_ordinary_failed_run_is_no_agent_failure() -> None:
     parser.feed(stream, NOW)
     report = parser.finish(1, "tests failed", NOW)
     assert report.failure is None
+
+
+GONE = [
+    ("claude-resume-gone", "claude", "No conversation found with session ID"),
+    ("codex-resume-gone", "codex", "no rollout found for thread id"),
+    ("gemini-resume-gone", "gemini", "Error resuming session: No previous sessions found"),
+]
+
+
+@pytest.mark.parametrize(("name", "provider", "words"), GONE, ids=[g[0] for g in GONE])
+def test_a_resumed_session_the_cli_no_longer_has_is_session_gone_not_a_refusal(
+    name: str, provider: str, words: str
+) -> None:
+    """Recorded by resuming an id the CLI never saw; gemini exits 42 ("input error") for it,
+    which would otherwise read as relay's arguments being refused."""
+    report, outcome = _judge(name, provider, resumed=True)
+    assert report.failure is not None
+    assert report.failure.kind is FailureClass.SESSION_GONE
+    assert words in report.failure.reason
+    assert outcome.kind is OutcomeKind.SESSION_GONE
+    assert ends_session(outcome, attempts_left=True)
+
+
+def test_session_gone_without_a_resume_is_an_ordinary_charged_failure() -> None:
+    """Only a resume relay asked for is relay's fault: otherwise no refund, so no loop."""
+    _, outcome = _judge("claude-resume-gone", "claude", resumed=False)
+    assert outcome.kind is OutcomeKind.FAILED
+    assert "No conversation found" in (outcome.error or "")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "attempts_left", "stale"),
+    [
+        (Outcome(OutcomeKind.TIMEOUT, error="timed out after 60s"), True, False),
+        (Outcome(OutcomeKind.TIMEOUT, error="timed out after 60s"), False, False),
+        (Outcome(OutcomeKind.FAILED, error="exit 1: tests red"), True, False),
+        (Outcome(OutcomeKind.FAILED, error="exit 1: tests red"), False, True),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=unreachable("fetch failed")), True, False),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=auth("claude", "Not logged in")), True, True),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=rejected("codex", "bad flag")), True, True),
+        (Outcome(OutcomeKind.SUCCEEDED, summary="done"), True, False),
+    ],
+)
+def test_which_outcomes_end_the_provider_session(
+    outcome: Outcome, attempts_left: bool, stale: bool
+) -> None:
+    assert ends_session(outcome, attempts_left=attempts_left) is stale

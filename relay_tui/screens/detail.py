@@ -157,7 +157,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.query_one("#detail-summary", Static).update(summary(task, self.state_styles))
         self.query_one("#detail-input", Static).update(Text(task.input or "—"))
         self.query_one("#detail-result", Static).update(Text(task.result_summary or "—"))
-        self.query_one("#detail-error", Static).update(Text(task.error or "—"))
+        self.query_one("#detail-error", Static).update(failure_text(task, detail.executions))
         self.query_one("#detail-worktree", Static).update(worktree_text(detail))
         self._show_executions(detail.executions)
         log = self.query_one("#task-events", EventLog)
@@ -304,6 +304,17 @@ class DetailScreen(ClosesOnce, Screen[None]):
                 log.write(Text("… diff cut here: it is too long to show whole", style="dim"))
         log.scroll_home(animate=False)
         self.diff_ready.set()
+
+
+def failure_text(task: Any, executions: list[Any]) -> Text:
+    """The task's error and, when its last attempt failed, the folder to read: prompt.md,
+    the output, and error.txt for a start that failed before the agent ran."""
+    text = Text(task.error or "—")
+    latest = executions[0] if executions else None
+    failed = latest is not None and latest.ended_at and latest.outcome not in (None, "succeeded")
+    if task.error and failed and latest.artifact_dir:
+        text.append(f"\nartifacts: {latest.artifact_dir}", style="dim")
+    return text
 
 
 def worktree_text(detail: TaskDetail) -> Text:

@@ -30,6 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "realcli"
 PROMPT = "Reply with the single word: hi"
+GONE_SESSION = "3f2a9c1e-4b7d-4e2a-9c3b-8d1e5f6a7b90"  # resumed, but never created
 _ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d[:-]\d\d[:-]\d\d(?:[.-]\d+)?Z?")
 
 
@@ -114,6 +115,27 @@ SCENARIOS = (
     Scenario(
         "gemini-bad-choice",
         ("gemini", "-p", PROMPT, "--output-format", "json", "--approval-mode", "everything"),
+    ),
+    Scenario(
+        "claude-resume-gone",
+        ("claude", "-p", PROMPT, "--output-format", "stream-json", "--verbose",
+         "--permission-mode", "acceptEdits", "--resume", GONE_SESSION),
+        env={"ANTHROPIC_API_KEY": "sk-ant-api03-relay-fixture-not-a-key"},
+        note="a session id this HOME never saw: what a resume after the session was lost prints",
+    ),
+    Scenario(
+        "codex-resume-gone",
+        ("codex", "exec", "--json", "--sandbox", "workspace-write", "resume", GONE_SESSION,
+         PROMPT),
+        env={"CODEX_API_KEY": "sk-relay-fixture-not-a-key"},
+        note="a thread id this HOME never saw",
+    ),
+    Scenario(
+        "gemini-resume-gone",
+        ("gemini", "-p", PROMPT, "--output-format", "json", "--approval-mode", "auto_edit",
+         "--skip-trust", "--resume", GONE_SESSION),
+        env={"GEMINI_API_KEY": "relay-fixture-not-a-key"},
+        note="a session id this project never saw",
     ),
     Scenario("claude-auth-status", ("claude", "auth", "status")),
     Scenario("codex-login-status", ("codex", "login", "status")),
