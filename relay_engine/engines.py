@@ -110,14 +110,16 @@ def _row(record: EngineRecord, running: Mapping[str, int], now: float, lease: fl
     )
 
 
-def running_by_engine(session: Session) -> Counter[str]:
-    """Claimed tasks per owning engine: what holds each engine's slots (planner rounds hold
-    none)."""
+def running_by_engine(session: Session, job_id: str | None = None) -> Counter[str]:
+    """Claimed tasks per owning engine (of one job, or of all): what holds each engine's
+    slots (planner rounds hold none)."""
     query = (
         select(Task.lease_owner, Task.state, func.count())
         .where(col(Task.execution_id) > "", col(Task.lease_owner).is_not(None))
         .group_by(col(Task.lease_owner), col(Task.state))
     )
+    if job_id is not None:
+        query = query.where(col(Task.job_id) == job_id)
     counts: Counter[str] = Counter()
     for owner, state, count in session.exec(query):
         if state in _HOLDS_SLOT and owner:
@@ -140,6 +142,18 @@ def read_engines(
         lease_seconds=lease_seconds,
         recent_seconds=recent_seconds,
     )
+
+
+def job_engines(
+    session: Session, job_id: str, *, now: float, lease_seconds: float
+) -> list[EngineRow]:
+    """The engines holding a job's claimed tasks, ``running`` counting that job's only; an
+    engine gone while it holds work is listed however long ago it went."""
+    running = running_by_engine(session, job_id)
+    if not running:
+        return []
+    records = session.exec(select(EngineRecord).where(col(EngineRecord.id).in_(sorted(running))))
+    return engine_rows(records, running, now=now, lease_seconds=lease_seconds, recent_seconds=None)
 
 
 def capacity_cell(row: EngineRow) -> str:
