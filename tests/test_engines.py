@@ -127,7 +127,7 @@ def test_engines_lists_real_engines_and_a_killed_one_goes_after_a_lease(
 
 
 def test_engines_on_a_database_no_engine_used_says_how_to_start_one(workspace: Workspace) -> None:
-    workspace.cli("status")  # creates nothing: a read-only look
+    workspace.submit(job_toml("waiting", [{"id": "t", "sim": sim()}]))
     result = workspace.cli("engines")
     assert result.returncode == 0, result.stderr
     assert "no engines yet" in result.stdout
