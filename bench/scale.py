@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,13 +34,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-from sqlalchemy import event, func, insert
+from dispatch_queue import insert_queued, succeeded, write_config
+from sqlalchemy import event, func
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from relay_engine.model import Execution, Job, Task
+from relay_engine.model import Execution
 from relay_engine.store import Store
 
 CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
@@ -133,53 +132,6 @@ def fresh_database(base: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def write_workspace(path: Path, slots: int) -> None:
-    path.mkdir(parents=True)
-    config = {
-        "engine": {"max_concurrent_agents": slots, "tick_seconds": 0.05},
-        "agents": [
-            {
-                "id": "true",
-                "provider": "command",
-                "command": [shutil.which("true") or "/bin/true"],
-                "roles": ["implementer"],
-            }
-        ],
-    }
-    (path / "relay.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
-
-
-def insert_tasks(store: Store, count: int) -> None:
-    now = time.time()
-    rows = [
-        {
-            "key": f"bench/t{i:05d}",
-            "job_id": "bench",
-            "task_id": f"t{i:05d}",
-            "title": f"task {i}",
-            "input": "do the thing",
-            "state": "QUEUED",
-            "priority": "P2",
-            "dependencies": [],
-            "external_deps": [],
-            "execution_history": [],
-            "created_at": now + i * 1e-6,
-            "updated_at": now,
-            "spec_hash": "x",
-        }
-        for i in range(count)
-    ]
-    with store.write() as session:
-        session.add(Job(id="bench", title="bench", state="ACTIVE", created_at=now))
-        session.execute(insert(Task), rows)
-
-
-def succeeded(store: Store) -> int:
-    with store.read() as session:
-        query = select(func.count()).select_from(Task).where(Task.state == "SUCCEEDED")
-        return int(session.exec(query).one())
-
-
 def busy_span(store: Store) -> float:
     """Seconds from the first execution's start to the last one's end."""
     with store.read() as session:
@@ -201,9 +153,10 @@ def start_engine(workspace: Path, url: str, claim_log: Path, name: str) -> subpr
 def run_fleet(root: Path, url: str, engines: int, slots: int, tasks: int) -> dict[str, Any]:
     """One configuration: ``engines`` processes with ``slots // engines`` slots each."""
     workspace = root / f"e{engines}"
-    write_workspace(workspace, slots // engines)
+    workspace.mkdir(parents=True)
+    write_config(workspace, slots // engines)
     store = Store(url)
-    insert_tasks(store, tasks)
+    insert_queued(store, tasks)
     claim_log = workspace / "claims.jsonl"
     procs = [start_engine(workspace, url, claim_log, f"engine{i}") for i in range(engines)]
     try:
