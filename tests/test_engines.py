@@ -106,10 +106,12 @@ def test_engines_lists_real_engines_and_a_killed_one_goes_after_a_lease(
         two = wait_for(lambda: (r := _engine_of(other, second)) and r["running"] >= 1 and r)
         listed = _engines(other)
         assert {one["id"], two["id"]} <= {i for i, r in listed.items() if r["state"] == "live"}
-        for engine_id in (one["id"], two["id"]):
+        for engine_id, slots in ((one["id"], 1), (two["id"], 2)):
             assert listed[engine_id]["running"] == _running_of(other, engine_id)
+            assert (listed[engine_id]["slots"], listed[engine_id]["agents"]) == (slots, ["sim"])
         table = other.cli("engines").stdout
         assert one["id"] in table and two["id"] in table and "live" in table
+        assert "1/1" in table  # the first engine's one slot is taken
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         gone = wait_for(lambda: _engines(other)[one["id"]]["state"] == "gone", timeout=LEASE + 30)
