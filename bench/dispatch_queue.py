@@ -33,9 +33,8 @@ from relay_engine.store import Store
 SIZES = (500, 10_000)
 
 
-def write_workspace(root: Path, queued: int, capacity: int) -> Path:
-    workspace = root / f"q{queued}"
-    workspace.mkdir()
+def write_config(workspace: Path, capacity: int) -> None:
+    """A relay.toml whose one agent is /bin/true, ticking fast (scale.py shares it)."""
     config = {
         "engine": {"max_concurrent_agents": capacity, "tick_seconds": 0.05},
         "agents": [
@@ -48,7 +47,10 @@ def write_workspace(root: Path, queued: int, capacity: int) -> Path:
         ],
     }
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
-    store = Store.for_workspace(workspace)
+
+
+def insert_queued(store: Store, count: int) -> None:
+    """One ACTIVE job with ``count`` ready QUEUED tasks, inserted directly."""
     now = time.time()
     rows = [
         {
@@ -66,11 +68,19 @@ def write_workspace(root: Path, queued: int, capacity: int) -> Path:
             "updated_at": now,
             "spec_hash": "x",
         }
-        for i in range(queued)
+        for i in range(count)
     ]
     with store.write() as session:
         session.add(Job(id="bench", title="bench", state="ACTIVE", created_at=now))
         session.execute(insert(Task), rows)
+
+
+def write_workspace(root: Path, queued: int, capacity: int) -> Path:
+    workspace = root / f"q{queued}"
+    workspace.mkdir()
+    write_config(workspace, capacity)
+    store = Store.for_workspace(workspace)
+    insert_queued(store, queued)
     store.dispose()
     return workspace
 

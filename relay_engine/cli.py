@@ -24,8 +24,9 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
-from relay_engine import cli_agents, commands
+from relay_engine import cli_agents, cli_engines, commands
 from relay_engine.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
+from relay_engine.engines import EngineRow
 from relay_engine.faults import DatabaseBusy, DatabaseFault, explain
 from relay_engine.handlers import HANDLERS
 from relay_engine.inputs import check_json_shape, check_toml_shape, read_capped
@@ -163,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if follower is not None:
         follower.join(timeout=2)
     if args.until_idle:
-        _print_status(engine.store, None)
+        _print_status(engine.store, None, config.engine.lease_seconds)
     if interrupted.is_set():
         return 0  # stopping on request, with the work released, is a clean exit
     return 0 if ok else 1
@@ -224,15 +225,16 @@ def _print_event(event: Event) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     store = _store(args, readonly=True)
+    lease = load_config(_workspace(args)).engine.lease_seconds
     if args.json:
-        print(json.dumps(status_report(store, args.job), indent=2))
+        print(json.dumps(status_report(store, args.job, lease_seconds=lease), indent=2))
         return 0
-    _print_status(store, args.job)
+    _print_status(store, args.job, lease)
     return 0
 
 
-def _print_status(store: Store, job_id: str | None) -> None:
-    report = status_report(store, job_id)
+def _print_status(store: Store, job_id: str | None, lease_seconds: float) -> None:
+    report = status_report(store, job_id, lease_seconds=lease_seconds)
     for held in report["conditions"]:
         who = f"engine {held['engine']} (pid {held['pid']} on {held['host']})"
         err.print(f"[yellow]{who if held['engine'] else store.where}: {held['condition']}[/]")
@@ -240,33 +242,10 @@ def _print_status(store: Store, job_id: str | None) -> None:
         console.print(
             "no jobs yet: [bold]relay submit JOB.toml[/] (or [bold]relay init[/] for an example)"
         )
-        return
     for job in report["jobs"]:
-        table = Table(
-            title=f"{job['id']}: {job['title']} [{job['state']}]",
-            title_justify="left",
-            caption=escape("\n".join(pull_lines(job))) or None,
-            caption_justify="left",
-        )
-        for column in ("task", "wave", "state", "attempt", "agent", "note"):
-            table.add_column(column)
-        for task in (t for t in report["tasks"] if t["job_id"] == job["id"]):
-            style = STATE_STYLES.get(task["state"], "")
-            note = task["error"] or task["result"] or ""
-            if task["blocked_by"]:
-                note = f"blocked by {task['blocked_by']}"
-            elif task["waiting_on_provider"]:
-                note = f"waiting on {task['waiting_on_provider']}"
-            table.add_row(
-                task["id"],
-                str(task["wave"]),
-                f"[{style}]{task['state']}[/]",
-                f"{task['attempt']}/{task['max_attempts']}",
-                task["agent"] or "",
-                (note or "")[:80],
-            )
-        console.print(table)
-        for line in execution_lines([t for t in report["tasks"] if t["job_id"] == job["id"]]):
+        tasks = [t for t in report["tasks"] if t["job_id"] == job["id"]]
+        console.print(_job_table(job, tasks))
+        for line in execution_lines(tasks):
             console.print(escape(line), highlight=False, soft_wrap=True)  # whole paths
     for provider in report["providers"]:
         if provider["status"] == "limited":
@@ -278,6 +257,36 @@ def _print_status(store: Store, job_id: str | None) -> None:
                 f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
                 f" [dim]fix: {escape(agent['fix'] or '')}[/]"
             )
+    if report["engines"]:
+        rows = [EngineRow.from_dict(e) for e in report["engines"]]
+        console.print(cli_engines.engines_table(rows))
+
+
+def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
+    table = Table(
+        title=f"{job['id']}: {job['title']} [{job['state']}]",
+        title_justify="left",
+        caption=escape("\n".join(pull_lines(job))) or None,
+        caption_justify="left",
+    )
+    for column in ("task", "wave", "state", "attempt", "agent", "note"):
+        table.add_column(column)
+    for task in tasks:
+        style = STATE_STYLES.get(task["state"], "")
+        note = task["error"] or task["result"] or ""
+        if task["blocked_by"]:
+            note = f"blocked by {task['blocked_by']}"
+        elif task["waiting_on_provider"]:
+            note = f"waiting on {task['waiting_on_provider']}"
+        table.add_row(
+            task["id"],
+            str(task["wave"]),
+            f"[{style}]{task['state']}[/]",
+            f"{task['attempt']}/{task['max_attempts']}",
+            task["agent"] or "",
+            (note or "")[:80],
+        )
+    return table
 
 
 def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
@@ -549,6 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true")
     usage.set_defaults(func=cmd_usage)
     cli_agents.add_commands(sub, _store, _command)
+    cli_engines.add_commands(sub, _store)
     _add_pull_commands(sub)
     db = sub.add_parser("db", help="the database's schema").add_subparsers(
         dest="db_command", required=True

@@ -5,7 +5,8 @@ the ``note`` saying why it waits) and ``review`` (the latest final review: round
 the head it saw, whether that head is still current, summary and findings). Each task
 carries ``last_execution`` (outcome, error and ``artifact_dir``, where prompt.md, the
 output and, for a start that failed before the agent ran, error.txt are). Asked about one
-task (``JOB/TASK``), the report lists only that task, with all its ``executions``.
+task (``JOB/TASK``), the report lists only that task, with all its ``executions``. ``engines``
+lists the engines on the database, live and recently gone (see :mod:`relay_engine.engines`).
 """
 
 from __future__ import annotations
@@ -19,27 +20,28 @@ from sqlmodel import col, select
 from relay_engine.agent_status import agent_rows
 from relay_engine.budgets import Cap, Spend, judge
 from relay_engine.config import EngineConfig
+from relay_engine.engines import EngineRow, read_engines
 from relay_engine.health import low_space
-from relay_engine.model import EngineRecord, Execution, Job, Plan, ProviderLimit, Task
+from relay_engine.model import Execution, Job, Plan, ProviderLimit, Task
 from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
 from relay_engine.usage import UsageRow, read_usage, rollup
 
 BUDGET_WARN_AT = EngineConfig().budget_warn_at
+LEASE_SECONDS = EngineConfig().lease_seconds
 
 
-def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+def status_report(
+    store: Store, job_id: str | None = None, *, lease_seconds: float = LEASE_SECONDS
+) -> dict[str, list[dict[str, Any]]]:
+    """``lease_seconds``: the silence after which an engine counts as gone."""
     with store.read() as session:
         jobs = session.exec(select(Job).order_by(Job.created_at)).all()
         tasks = session.exec(select(Task).order_by(Task.job_id, Task.wave, Task.created_at)).all()
         limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
         plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
         agents = [row.as_dict() for row in agent_rows(session, time.time())]
-        engines = session.exec(
-            select(EngineRecord)
-            .where(col(EngineRecord.stopped_at).is_(None))
-            .order_by(EngineRecord.started_at)
-        ).all()
+        engines = read_engines(session, now=time.time(), lease_seconds=lease_seconds)
         job_id, _, task_id = (job_id or "").partition("/")
         if job_id:
             jobs = [j for j in jobs if j.id == job_id]
@@ -74,7 +76,8 @@ def status_report(store: Store, job_id: str | None = None) -> dict[str, list[dic
         "providers": [_provider(p) for p in limits],
         "plans": [_plan(p) for p in plans],
         "agents": agents,
-        "conditions": conditions(store, engines),
+        "engines": [e.as_dict() for e in engines],
+        "conditions": conditions(store, [e for e in engines if e.why_gone != "stopped"]),
     }
 
 
@@ -113,7 +116,7 @@ def _budget(job: Job, by_job: dict[str, UsageRow]) -> dict[str, Any]:
     }
 
 
-def conditions(store: Store, engines: list[EngineRecord] | Any) -> list[dict[str, Any]]:
+def conditions(store: Store, engines: list[EngineRow]) -> list[dict[str, Any]]:
     """What holds engines up: what they recorded, and a full disk under the database, which
     an engine cannot record precisely because the disk is full."""
     found = [

@@ -179,7 +179,10 @@ class OperatorActions:
         if target.task_key:
             self.push_screen(DetailScreen(self.store, target.task_key, self.state_styles))
         elif target.job_id and not isinstance(self.screen, JobScreen):
-            self.push_screen(JobScreen(self.store, target.job_id, self.state_styles))
+            lease = self.config.engine.lease_seconds
+            self.push_screen(
+                JobScreen(self.store, target.job_id, self.state_styles, lease_seconds=lease)
+            )
         elif target.pane not in ("detail", "job"):
             self.notify("Nothing to open here: move to a job or task row.", severity="warning")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from relay_engine.engines import EngineRow, job_engines
 from relay_engine.model import Event, Execution, Job, Plan, Review, Task
 from relay_engine.pulls import pull_summaries
 from relay_engine.store import Store
@@ -34,6 +35,8 @@ class JobDetail:
     """States of what this job waits on in other jobs: job ids (``after``) and "JOB/TASK"
     keys (tasks' ``external_deps``)."""
     spend: SpendView = NO_SPEND
+    engines: list[EngineRow] = field(default_factory=list)
+    """Engines holding the job's claimed tasks."""
 
 
 def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
@@ -66,8 +69,9 @@ def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
         )
 
 
-def job_detail(store: Store, job_id: str) -> JobDetail:
-    """A job with its tasks and plan rounds, for the job view."""
+def job_detail(store: Store, job_id: str, *, now: float, lease_seconds: float) -> JobDetail:
+    """A job with its tasks and plan rounds, for the job view; ``lease_seconds`` is the
+    silence after which an engine holding its work counts as gone."""
     with store.read() as session:
         job = session.get(Job, job_id)
         if job is None:
@@ -93,6 +97,7 @@ def job_detail(store: Store, job_id: str) -> JobDetail:
             reviews=reviews,
             upstream=upstream_states(session, job, tasks),
             spend=spend_by(session, Execution.job_id, [job_id]).get(job_id, NO_SPEND),
+            engines=job_engines(session, job_id, now=now, lease_seconds=lease_seconds),
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from rich.text import Text
 
 from relay_engine.budgets import Cap, Spend, judge
+from relay_engine.engines import EngineRow, age_text
 from relay_engine.model import Job, Review
 from relay_engine.review import finding_lines
 from relay_tui.spend import LEVEL_STATES, budget_bar, spend_line
@@ -114,4 +115,19 @@ def upstream_text(job: Job, upstream: Mapping[str, str], styles: Mapping[str, st
         text.append("\n")
     if job.blocked_by:
         text.append(f"blocked: {job.blocked_by}\n", style=styles.get("FAILED", ""))
+    return text
+
+
+def engines_text(engines: Sequence[EngineRow], styles: Mapping[str, str]) -> Text:
+    """One line per engine holding this job's work: where it runs, whether it is still
+    alive, and how many of the job's tasks it holds."""
+    if not engines:
+        return Text("no engine holds this job's work now", style="dim")
+    text = Text()
+    for row in engines:
+        text.append(f"{row.id} ", style="bold")
+        text.append(f"{row.host} pid {row.pid} · ")
+        state = row.state if row.why_gone != "silent" else "gone (silent)"
+        text.append(state, style=styles.get("SUCCEEDED" if row.state == "live" else "FAILED", ""))
+        text.append(f" · hb {age_text(row.heartbeat_age)} · {row.running} running\n")
     return text

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, func, select
 
 from relay_engine.agent_status import known_agents
 from relay_engine.config import RelayConfig
+from relay_engine.engines import RECENT_SECONDS
 from relay_engine.model import (
     Command,
     EngineRecord,
@@ -186,10 +187,22 @@ class Projection:
                 col(EngineRecord.heartbeat_at) >= now - self.lease_seconds,
             )
         ).one()
+        gone = session.exec(
+            select(func.count()).where(
+                col(EngineRecord.stopped_at).is_(None),
+                col(EngineRecord.heartbeat_at) < now - self.lease_seconds,
+                col(EngineRecord.heartbeat_at) >= now - RECENT_SECONDS,
+            )
+        ).one()
         waiting = session.exec(select(func.count()).where(col(Command.applied_at).is_(None))).one()
         count, newest = alive
         age = max(0.0, now - newest) if newest is not None else None
-        return FleetView(engines_alive=int(count), heartbeat_age=age, commands_waiting=int(waiting))
+        return FleetView(
+            engines_alive=int(count),
+            engines_gone=int(gone),
+            heartbeat_age=age,
+            commands_waiting=int(waiting),
+        )
 
     def _outcomes(self, session: Session) -> tuple[CommandView, ...]:
         with self._watch_lock:

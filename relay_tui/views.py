@@ -315,9 +315,11 @@ class CommandView:
 
 @dataclass(frozen=True, slots=True)
 class FleetView:
-    """The header's facts: live engines, their freshest heartbeat, queued commands."""
+    """The header's facts: live engines, their freshest heartbeat, queued commands, and
+    engines gone silent (without stopping) within the last day."""
 
     engines_alive: int = 0
+    engines_gone: int = 0
     heartbeat_age: float | None = None
     commands_waiting: int = 0
 

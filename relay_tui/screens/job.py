@@ -20,7 +20,7 @@ from relay_engine.model import Plan, Task
 from relay_engine.store import Store
 from relay_tui.details import JobDetail, job_detail
 from relay_tui.graph import GraphNode, node_seconds, render_graph
-from relay_tui.job_facts import pull_text, review_text, spend_facts, upstream_text
+from relay_tui.job_facts import engines_text, pull_text, review_text, spend_facts, upstream_text
 from relay_tui.messages import DetailRead
 from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
@@ -33,6 +33,7 @@ FACT_SECTIONS = (
     ("Final review", "job-review"),
     ("Spend", "job-spend"),
     ("Waits on", "job-upstream"),
+    ("Engines", "job-engines"),
     ("Branch", "job-branch"),
     ("Plan rounds", "job-plans"),
 )
@@ -108,11 +109,14 @@ class JobScreen(ClosesOnce, Screen[None]):
         Binding("b", "app.raise_budget", "Raise budget", id="budget"),
     ]
 
-    def __init__(self, store: Store, job_id: str, styles: Mapping[str, str]) -> None:
+    def __init__(
+        self, store: Store, job_id: str, styles: Mapping[str, str], *, lease_seconds: float
+    ) -> None:
         super().__init__()
         self.store = store
         self.job_id = job_id
         self.state_styles = styles
+        self.lease_seconds = lease_seconds  # an engine silent for longer is shown gone
         self.loaded = threading.Event()
         self.task_count = 0
 
@@ -146,10 +150,10 @@ class JobScreen(ClosesOnce, Screen[None]):
 
     @work(thread=True, exclusive=True, group="job")
     def reload(self) -> None:
-        detail = job_detail(self.store, self.job_id)
+        now = getattr(self.app, "clock", time.time)()
+        detail = job_detail(self.store, self.job_id, now=now, lease_seconds=self.lease_seconds)
         job = detail.job
         diff = job_diff(job.repo_path, job.id, job.base_branch) if job else Diff(missing="")
-        now = getattr(self.app, "clock", time.time)()
         lines = render_graph(graph_nodes(detail, now), self.state_styles)
         self.post_message(DetailRead(lambda: self._show(detail, diff, lines)))
 
@@ -179,6 +183,7 @@ class JobScreen(ClosesOnce, Screen[None]):
             "job-review": review_text(detail.reviews, detail.pr),
             "job-spend": spend_facts(job, detail.spend, styles),
             "job-upstream": upstream_text(job, detail.upstream, styles),
+            "job-engines": engines_text(detail.engines, styles),
             "job-branch": branch_text(diff),
             "job-plans": plans_text(detail, styles),
         }

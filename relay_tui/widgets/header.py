@@ -18,7 +18,8 @@ def plural(count: int, word: str) -> str:
 def fleet_line(
     mode: str, snapshot: Snapshot | None, capacity: int, styles: Mapping[str, str]
 ) -> Text:
-    """Engines alive (and their freshest heartbeat), agents, limited providers, commands."""
+    """Engines alive (and their freshest heartbeat), engines gone silent, agents, limited
+    providers, commands."""
     text = Text(no_wrap=True, overflow="ellipsis", end="")
     text.append("relay", style="bold")
     text.append(f" · {mode}")
@@ -33,6 +34,8 @@ def fleet_line(
     else:
         age = duration(fleet.heartbeat_age) if fleet.heartbeat_age is not None else "?"
         text.append(f" · {plural(fleet.engines_alive, 'engine')} alive (hb {age})")
+    if fleet.engines_gone:
+        text.append(f" · {fleet.engines_gone} gone", style=styles.get("FAILED", ""))
     limited = sum(1 for p in snapshot.providers if p.status == "limited")
     slots = capacity * max(1, fleet.engines_alive)
     working = sum(1 for run in snapshot.runs if run.task_key)  # planners use no slot

@@ -1,0 +1,227 @@
+"""Does adding engines on one PostgreSQL add throughput, and how long does a claim hold locks?
+
+    RELAY_BENCH_PG_URL=postgresql://postgres:relay@127.0.0.1:5432/postgres \\
+        .venv/bin/python bench/scale.py [--tasks 2000] [--slots 8] [--engines 1,2,4]
+
+(RELAY_TEST_PG_URL is used when RELAY_BENCH_PG_URL is not set.) For each engine count it
+creates a database of its own, inserts ``--tasks`` QUEUED tasks run by a ``command`` agent
+that is /bin/true, and starts that many real ``relay run`` engine processes on it, sharing
+``--slots`` between them (8 = 8, 4+4, 2x4). Throughput is claims+completions per second
+between the first execution's start and the last one's end (each task is one claim and one
+completion). It prints each rate, the ratio N engines / 1 engine (target on a 2-core box:
+4/1 >= 1.6), and how long one claim transaction held its locks, p50/p99 over every claim of
+every engine (target: p99 <= 20 ms). Never asserts; not part of the test suite.
+
+Claim timing comes from outside the engine: each engine process is this script in
+``--engine`` mode, which wraps ``dispatch.claim_batch`` and watches the statements it runs,
+then hands over to the real ``relay run``. See :func:`install_claim_timing`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dispatch_queue import insert_queued, succeeded, write_config
+from sqlalchemy import event, func
+from sqlalchemy.engine import Engine as SAEngine
+from sqlalchemy.engine import make_url
+from sqlmodel import select
+
+from relay_engine.model import Execution
+from relay_engine.store import Store
+
+CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
+LOCK_STATEMENT = "pg_advisory_xact_lock"  # the global claim lock of the current dispatch
+
+
+# --- CLAIM TIMING HOOK -------------------------------------------------------------------
+# The engine does not report how long its claim transactions hold locks, so the engine
+# processes of this bench wrap dispatch.claim_batch from outside (dispatch.py untouched).
+# Hold time = from the moment the claim owns its locks (the end of the global advisory-lock
+# statement when there is one, else the start of its first statement, whose row locks it
+# keeps) to the end of the commit. Proposal for the engine: time the same span in
+# claim_batch and log it (e.g. a `relay_engine.dispatch.timing` logger at DEBUG, or an
+# `RELAY_CLAIM_TIMING=path` JSONL file), so this wrapper can go.
+def install_claim_timing(log_path: Path) -> None:
+    from relay_engine import dispatch
+
+    state = threading.local()
+    original = dispatch.claim_batch
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if getattr(state, "statements", None) is not None:
+            state.statements.append([statement, time.perf_counter(), None])
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if getattr(state, "statements", None):
+            state.statements[-1][2] = time.perf_counter()
+
+    event.listen(SAEngine, "before_cursor_execute", before)
+    event.listen(SAEngine, "after_cursor_execute", after)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        state.statements = []
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            ended = time.perf_counter()
+            statements, state.statements = state.statements, None
+            _log_claim(log_path, statements, started, ended)
+
+    dispatch.claim_batch = timed
+
+
+def _log_claim(path: Path, statements: list[list[Any]], started: float, ended: float) -> None:
+    if not statements:
+        return
+    locked = statements[0][1]
+    for text, _, done in statements:
+        if LOCK_STATEMENT in text and done is not None:
+            locked = done
+    record = {"hold_ms": (ended - locked) * 1000, "total_ms": (ended - started) * 1000}
+    with path.open("a", encoding="utf-8") as log:
+        log.write(json.dumps(record) + "\n")
+
+
+# --- END CLAIM TIMING HOOK ---------------------------------------------------------------
+
+
+def engine_main(argv: list[str]) -> int:
+    """``--engine``: one real ``relay run`` with the claim timing installed."""
+    install_claim_timing(Path(os.environ[CLAIM_LOG_ENV]))
+    from relay_engine.cli import main
+
+    return main(argv)
+
+
+def server_url() -> str:
+    url = os.environ.get("RELAY_BENCH_PG_URL") or os.environ.get("RELAY_TEST_PG_URL")
+    if not url:
+        sys.exit("set RELAY_BENCH_PG_URL (or RELAY_TEST_PG_URL) to a PostgreSQL server URL")
+    return url
+
+
+@contextmanager
+def fresh_database(base: str) -> Iterator[str]:
+    """A database of this run's own, dropped afterwards."""
+    import psycopg
+
+    name = f"relay_bench_{uuid.uuid4().hex[:10]}"
+    admin = make_url(base).set(drivername="postgresql", database="postgres")
+    conninfo = admin.render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def busy_span(store: Store) -> float:
+    """Seconds from the first execution's start to the last one's end."""
+    with store.read() as session:
+        first, last = session.exec(
+            select(func.min(Execution.started_at), func.max(Execution.ended_at))
+        ).one()
+    return float(last - first)
+
+
+def start_engine(workspace: Path, url: str, claim_log: Path, name: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, __file__, "--engine", "--workspace", str(workspace)]
+    argv += ["--db", url, "run", "--quiet"]
+    env = {**os.environ, CLAIM_LOG_ENV: str(claim_log)}
+    env.pop("RELAY_DB", None)
+    with (workspace / f"{name}.log").open("wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def run_fleet(root: Path, url: str, engines: int, slots: int, tasks: int) -> dict[str, Any]:
+    """One configuration: ``engines`` processes with ``slots // engines`` slots each."""
+    workspace = root / f"e{engines}"
+    workspace.mkdir(parents=True)
+    write_config(workspace, slots // engines)
+    store = Store(url)
+    insert_queued(store, tasks)
+    claim_log = workspace / "claims.jsonl"
+    procs = [start_engine(workspace, url, claim_log, f"engine{i}") for i in range(engines)]
+    try:
+        _wait(lambda: succeeded(store) >= tasks, procs, timeout=max(600.0, tasks * 0.5))
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(60)
+    span = busy_span(store)
+    store.dispose()
+    holds = [json.loads(line)["hold_ms"] for line in claim_log.read_text().splitlines()]
+    return {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
+
+
+def _wait(done: Callable[[], bool], procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        dead = [p.args for p in procs if p.poll() is not None]
+        if dead:
+            raise SystemExit(f"an engine exited early: {dead[0]} (see its log)")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"not done after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
+def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
+    print(f"{tasks} tasks of /bin/true, {slots} slots in total, PostgreSQL, {os.cpu_count()} CPUs")
+    base = results[0]["rate"]
+    for r in results:
+        holds = r["holds"]
+        print(
+            f"{r['engines']} engine(s) x {slots // r['engines']} slots: "
+            f"{r['rate']:7.1f} claims+completions/s ({r['span']:.1f} s)  "
+            f"claim lock hold p50 {statistics.median(holds) if holds else 0:.1f} ms "
+            f"p99 {percentile(holds, 0.99):.1f} ms over {len(holds)} claims"
+        )
+    for r in results[1:]:
+        n = r["engines"]
+        print(f"ratio {n} engines / {results[0]['engines']} engine: {r['rate'] / base:.2f}")
+    print("targets: 4/1 ratio >= 1.6, p99 lock hold <= 20 ms")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--engine":
+        sys.exit(engine_main(sys.argv[2:]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--engines", default="1,2,4", help="engine counts, the first is the base")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.engines.split(",")]
+    base = server_url()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="relay-bench-scale-") as tmp:
+        for engines in counts:
+            with fresh_database(base) as url:
+                results.append(run_fleet(Path(tmp), url, engines, args.slots, args.tasks))
+    report(results, args.tasks, args.slots)
+
+
+if __name__ == "__main__":
+    main()

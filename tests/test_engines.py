@@ -1,0 +1,135 @@
+"""``relay engines``: which engines share the database, which are gone, and what each runs.
+
+The pure rules (live / stopped / silent past one lease, which gone engines are still
+listed) are table-driven; the rest runs real ``relay run`` processes on one database
+(SQLite, and PostgreSQL when RELAY_TEST_PG_URL is set) and SIGKILLs one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Workspace, executions, job_toml, sim, stop_process, wait_for
+
+from relay_engine.engines import age_text, capacity_cell, engine_rows
+from relay_engine.model import EngineRecord
+from relay_engine.store import default_db_url
+
+LEASE = 3.0
+NOW = 10_000.0
+
+
+def _record(engine_id: str, *, heartbeat: float, started: float = 0.0, **more: Any) -> EngineRecord:
+    return EngineRecord(
+        id=engine_id, host="h", pid=1, started_at=started, heartbeat_at=heartbeat, **more
+    )
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "stopped", "state", "why"),
+    [
+        (NOW, None, "live", None),
+        (NOW - LEASE, None, "live", None),  # silent for exactly one lease: not yet
+        (NOW - LEASE - 0.1, None, "gone", "silent"),
+        (NOW, NOW - 1, "gone", "stopped"),
+    ],
+)
+def test_an_engine_is_gone_once_stopped_or_silent_past_one_lease(
+    heartbeat: float, stopped: float | None, state: str, why: str | None
+) -> None:
+    record = _record("e", heartbeat=heartbeat, stopped_at=stopped)
+    (row,) = engine_rows([record], {"e": 2}, now=NOW, lease_seconds=LEASE)
+    assert (row.state, row.why_gone) == (state, why)
+    assert row.running == (0 if why == "stopped" else 2)  # a stopped engine released its work
+
+
+def test_live_engines_come_first_and_long_gone_ones_only_when_asked() -> None:
+    records = [
+        _record("old-gone", heartbeat=NOW - 3 * 86400),
+        _record("late", heartbeat=NOW, started=20),
+        _record("recent-gone", heartbeat=NOW - 60),
+        _record("early", heartbeat=NOW, started=10),
+    ]
+    rows = engine_rows(records, {}, now=NOW, lease_seconds=LEASE)
+    assert [r.id for r in rows] == ["early", "late", "recent-gone"]
+    every = engine_rows(records, {}, now=NOW, lease_seconds=LEASE, recent_seconds=None)
+    assert [r.id for r in every][-1] == "old-gone"
+    assert capacity_cell(rows[0]) == "0/?"  # slots this engine did not record
+
+
+def test_ages_read_short() -> None:
+    assert [age_text(s) for s in (4, 119, 600, 7200, 3 * 86400)] == [
+        "4s",
+        "119s",
+        "10m",
+        "2h",
+        "3d",
+    ]
+
+
+def _engines(workspace: Workspace) -> dict[str, dict[str, Any]]:
+    result = workspace.cli("engines", "--json")
+    assert result.returncode == 0, result.stderr
+    return {row["id"]: row for row in json.loads(result.stdout)}
+
+
+def _engine_of(workspace: Workspace, proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
+    return next((r for r in _engines(workspace).values() if r["pid"] == proc.pid), None)
+
+
+def _running_of(workspace: Workspace, engine_id: str) -> int:
+    store = workspace.store()
+    return sum(1 for e in executions(store) if e.engine_id == engine_id and e.ended_at is None)
+
+
+def test_engines_lists_real_engines_and_a_killed_one_goes_after_a_lease(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Two engines on one database, each with its own config (slots 1 and 2); the first is
+    SIGKILLed and shows gone, the other stays live with the work it runs."""
+    workspace.configure(capacity=1, lease=LEASE, heartbeat=0.3)
+    other = Workspace(tmp_path / "other", workspace.db_url or default_db_url(workspace.path))
+    other.path.mkdir()
+    other.configure(capacity=2, lease=LEASE, heartbeat=0.3)
+    tasks = [{"id": f"t{i}", "workstream": f"w{i}", "sim": sim(duration=60)} for i in range(3)]
+    workspace.submit(job_toml("long", tasks))
+    first = workspace.popen("run", "--quiet", log_name="first.log")
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        one = wait_for(lambda: (r := _engine_of(workspace, first)) and r["running"] == 1 and r)
+        second = other.popen("run", "--quiet", log_name="second.log")
+        two = wait_for(lambda: (r := _engine_of(other, second)) and r["running"] >= 1 and r)
+        listed = _engines(other)
+        assert {one["id"], two["id"]} <= {i for i, r in listed.items() if r["state"] == "live"}
+        for engine_id, slots in ((one["id"], 1), (two["id"], 2)):
+            assert listed[engine_id]["running"] == _running_of(other, engine_id)
+            assert (listed[engine_id]["slots"], listed[engine_id]["agents"]) == (slots, ["sim"])
+        table = other.cli("engines").stdout
+        assert one["id"] in table and two["id"] in table and "live" in table
+        assert "1/1" in table  # the first engine's one slot is taken
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        gone = wait_for(lambda: _engines(other)[one["id"]]["state"] == "gone", timeout=LEASE + 30)
+        assert gone
+        after = _engines(other)
+        assert after[one["id"]]["why_gone"] == "silent"
+        assert after[two["id"]]["state"] == "live"
+        assert "gone (silent)" in other.cli("engines").stdout
+        assert {e["id"] for e in other.status()["engines"]} >= {one["id"], two["id"]}
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                stop_process(proc)
+        other.close()
+
+
+def test_engines_on_a_database_no_engine_used_says_how_to_start_one(workspace: Workspace) -> None:
+    workspace.submit(job_toml("waiting", [{"id": "t", "sim": sim()}]))
+    result = workspace.cli("engines")
+    assert result.returncode == 0, result.stderr
+    assert "no engines yet" in result.stdout
