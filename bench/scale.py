@@ -44,7 +44,7 @@ from relay_engine.model import Execution
 from relay_engine.store import Store
 
 CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
-LOCK_STATEMENT = "pg_advisory_xact_lock"  # the global claim lock of the current dispatch
+LOCK_STATEMENT = "pg_advisory_xact_lock"  # a fleet-wide cap's lock, when one is set
 
 
 # --- CLAIM TIMING HOOK -------------------------------------------------------------------

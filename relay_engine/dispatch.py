@@ -439,10 +439,10 @@ def _claim_one(
             waiting_on_provider=None,
             updated_at=now,
         )
+        .execution_options(synchronize_session=False)  # the row is read back just below
     )
     try:
-        with session.begin_nested():
-            result = session.exec(claim)  # type: ignore[call-overload]
+        result = _claim_update(session, claim, scoped=bool(task.workstream or lock_dir))
     except IntegrityError:
         return None  # a scope index says another engine holds its scope
     if result.rowcount != 1:
@@ -465,6 +465,15 @@ def _claim_one(
     )
     _count_assignment(session, claimed, selected, execution_id, now)
     return Claim(claimed, selected, execution_id)
+
+
+def _claim_update(session: Session, claim: Any, *, scoped: bool) -> Any:
+    """Run the claim's UPDATE; one that takes a scope runs in a savepoint, so a unique-index
+    refusal (another engine's claim committed since we looked) costs only this task."""
+    if not scoped:
+        return session.exec(claim)
+    with session.begin_nested():
+        return session.exec(claim)
 
 
 def _count_assignment(
