@@ -123,7 +123,7 @@ def select_agent(
             continue
         if has_capacity(agent):
             return Selected(agent.id, agent.provider, via)
-        return Wait(f"{via} agent {agent.id} is at max_concurrent ({_load(agent)})")
+        return Wait(f"{via} agent {agent.id} is at its limit ({_load(agent)}){LIMITS}")
 
     usable_agents = [a for a in eligible if usable(a)]
     if usable_agents:
@@ -134,13 +134,16 @@ def select_agent(
     return _all_limited(available, providers, now)
 
 
+LIMITS = " (max_concurrent on this engine, or a cluster_max_concurrent/[cluster] cap)"
+
+
 def _auto(usable: list[AgentFacts]) -> Selection:
     free = [a for a in usable if has_capacity(a)]
     if free:
         best = min(free, key=lambda a: a.running)  # min keeps the first: config order breaks ties
         return Selected(best.id, best.provider, "auto")
     busy = ", ".join(f"{a.id} {_load(a)}" for a in usable)
-    return Wait(f"all usable agents are at max_concurrent: {busy}")
+    return Wait(f"all usable agents are at their limits: {busy}{LIMITS}")
 
 
 def _wait_on_agents(states: list[Availability]) -> Park:

@@ -167,7 +167,7 @@ def briefing(session: Session, helper: Task, job: Job | None) -> str:
         .order_by(col(Execution.started_at).desc())
         .limit(EXECUTIONS_SHOWN)
     ).all()
-    sections += [_run_record(run) for run in runs]
+    sections += [run_record(run) for run in runs]
     diff = task_diff(job.repo_path, job.id, parent.task_id) if job else None
     if diff is not None and diff.text:
         cut = "\n(diff cut short)" if diff.truncated or len(diff.text) > DIFF_CHARS else ""
@@ -177,17 +177,20 @@ def briefing(session: Session, helper: Task, job: Job | None) -> str:
     return "\n\n".join(sections)
 
 
-def _run_record(run: Execution) -> str:
+def run_record(run: Execution) -> str:
     lines = [
         f"### Attempt {run.attempt} on {run.agent} ({run.provider}): {run.outcome or 'unknown'}",
         f"- error: {run.error or 'none'}",
         f"- exit code: {run.exit_code}",
     ]
     if run.artifact_dir:
-        lines.append(f"- artifacts: {run.artifact_dir} (prompt.md, stdout.txt, stderr.txt)")
-        tail = _tail(Path(run.artifact_dir) / "stderr.txt")
-        if tail:
-            lines.append(f"- stderr (last lines):\n```\n{tail}\n```")
+        folder = Path(run.artifact_dir)
+        files = sorted(p.name for p in folder.glob("*") if p.suffix in (".md", ".txt"))
+        lines.append(f"- artifacts: {folder} ({', '.join(files) or 'none written'})")
+        for name in ("error.txt", "stderr.txt"):  # why a start failed; what the agent said
+            tail = _tail(folder / name)
+            if tail:
+                lines.append(f"- {name} (last lines):\n```\n{tail}\n```")
     return "\n".join(lines)
 
 
