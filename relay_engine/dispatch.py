@@ -39,7 +39,7 @@ from relay_engine.selection import (
 )
 from relay_engine.states import TaskState
 from relay_engine.store import Store
-from relay_engine.taskops import remember_execution
+from relay_engine.taskops import EXECUTION_HISTORY_KEPT
 from relay_engine.workspace import shared_directory
 
 
@@ -310,12 +310,12 @@ def claim_batch(
                 or not _try_scopes(session, store, scopes)
             ):
                 continue
-            claim = _claim_one(
-                session, task, selected, engine_id, lease_s, now, artifacts, lock_dir
-            )
+            history = claimable[task.key]
+            claim = _claim_one(session, task, selected, engine_id, lease_s, now, history, lock_dir)
             if claim is not None:
                 claims.append(claim)
                 fleet.took(selected, scopes)
+        session.add_all([_execution(claim, engine_id, artifacts) for claim in claims])
     return claims
 
 
@@ -374,16 +374,16 @@ def _hold_fleet_caps(
         session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
 
 
-def _claimable(session: Session, keys: list[str]) -> set[str]:
+def _claimable(session: Session, keys: list[str]) -> dict[str, list[str]]:
     """Of these tasks, the ones still unclaimed and not being claimed by another engine
-    right now: those rows are skipped, not waited for."""
+    right now (those rows are skipped, not waited for), with their execution history."""
     query = (
-        select(Task.key)
+        select(Task.key, Task.execution_history)
         .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
         .where(col(Task.execution_id).is_(None))
         .with_for_update(skip_locked=True)
     )
-    return set(session.exec(query))
+    return {key: list(history or []) for key, history in session.exec(query)}
 
 
 def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
@@ -416,9 +416,11 @@ def _claim_one(
     engine_id: str,
     lease_s: float,
     now: float,
-    artifacts: Path | None = None,
+    history: list[str],
     lock_dir: str | None = None,
 ) -> Claim | None:
+    """One conditional UPDATE that claims and returns the row (``history``: the task's
+    execution history, read with its row lock), so a claim is one round trip."""
     execution_id = uuid.uuid4().hex
     claim = (
         update(Task)
@@ -430,6 +432,7 @@ def _claim_one(
         .values(
             attempt=Task.attempt + 1,
             execution_id=execution_id,
+            execution_history=[*history, execution_id][-EXECUTION_HISTORY_KEPT:],
             lease_owner=engine_id,
             lease_expires_at=now + lease_s,
             lock_dir=lock_dir,
@@ -439,41 +442,39 @@ def _claim_one(
             waiting_on_provider=None,
             updated_at=now,
         )
-        .execution_options(synchronize_session=False)  # the row is read back just below
+        .returning(Task)
+        .execution_options(populate_existing=True, synchronize_session=False)
     )
     try:
-        result = _claim_update(session, claim, scoped=bool(task.workstream or lock_dir))
+        claimed = _claim_update(session, claim, scoped=bool(task.workstream or lock_dir))
     except IntegrityError:
         return None  # a scope index says another engine holds its scope
-    if result.rowcount != 1:
+    if claimed is None:
         return None
-    claimed = session.get(Task, task.key, populate_existing=True)
-    assert claimed is not None
-    remember_execution(claimed, execution_id)
-    session.add(claimed)
-    session.add(
-        Execution(
-            id=execution_id,
-            job_id=claimed.job_id,
-            task_key=claimed.key,
-            engine_id=engine_id,
-            attempt=claimed.attempt,
-            agent=selected.agent_id,
-            provider=selected.provider,
-            artifact_dir=str(artifacts / execution_id) if artifacts else None,
-        )
-    )
     _count_assignment(session, claimed, selected, execution_id, now)
     return Claim(claimed, selected, execution_id)
 
 
-def _claim_update(session: Session, claim: Any, *, scoped: bool) -> Any:
+def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Execution:
+    return Execution(
+        id=claim.execution_id,
+        job_id=claim.task.job_id,
+        task_key=claim.task.key,
+        engine_id=engine_id,
+        attempt=claim.task.attempt,
+        agent=claim.selected.agent_id,
+        provider=claim.selected.provider,
+        artifact_dir=str(artifacts / claim.execution_id) if artifacts else None,
+    )
+
+
+def _claim_update(session: Session, claim: Any, *, scoped: bool) -> Task | None:
     """Run the claim's UPDATE; one that takes a scope runs in a savepoint, so a unique-index
     refusal (another engine's claim committed since we looked) costs only this task."""
     if not scoped:
-        return session.exec(claim)
+        return session.execute(claim).scalars().first()
     with session.begin_nested():
-        return session.exec(claim)
+        return session.execute(claim).scalars().first()
 
 
 def _count_assignment(

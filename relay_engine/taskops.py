@@ -59,10 +59,6 @@ def _release_claim(task: Task) -> None:
     task.lease_expires_at = None
 
 
-def remember_execution(task: Task, execution_id: str) -> None:
-    task.execution_history = [*task.execution_history, execution_id][-EXECUTION_HISTORY_KEPT:]
-
-
 def job_tasks(session: Session, job_id: str, states: Iterable[TaskState]) -> list[Task]:
     query = select(Task).where(Task.job_id == job_id, col(Task.state).in_(list(states)))
     return list(session.exec(query))
