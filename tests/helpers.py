@@ -341,20 +341,3 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-
-
-def peak_overlap(runs: list[Execution], by: str | None = None) -> dict[str, int]:
-    """Most executions running at one moment, overall ("") or per ``by`` attribute."""
-    moments: dict[str, list[tuple[float, int]]] = {}
-    for run in runs:
-        assert run.started_at is not None and run.ended_at is not None, run
-        group = str(getattr(run, by)) if by else ""
-        moments.setdefault(group, []).extend([(run.started_at, 1), (run.ended_at, -1)])
-    peaks = {}
-    for group, points in moments.items():
-        level = peak = 0
-        for _, step in sorted(points, key=lambda p: (p[0], p[1])):  # an end before a start
-            level += step
-            peak = max(peak, level)
-        peaks[group] = peak
-    return peaks

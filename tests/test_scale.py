@@ -1,7 +1,10 @@
 """Scale-out as a fleet meets it: engines add their slots, a cluster cap holds across them,
 a job's scope held by one session delays no other job, and scopes never overlap.
 
-Concurrency is read from what actually ran: each execution's start and end times.
+Concurrency is read from the event log in commit order (a slot is released in the same
+transaction as its event, and a claim can only follow that commit), not from timestamps:
+an execution's start time is its engine's tick time, which can precede a release that the
+claim itself came after.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from pathlib import Path
 import pytest
 from helpers import (
     Workspace,
+    events,
     executions,
     job_toml,
-    peak_overlap,
+    occupancy_by_events,
     sim,
     stop_process,
     wait_for,
@@ -55,12 +59,15 @@ def parallel_tasks(count: int, seconds: float) -> list[dict]:
 def test_three_engines_of_two_slots_run_six_agents_at_once(pg_url: str, tmp_path: Path) -> None:
     workspace = Workspace(tmp_path, pg_url)
     workspace.configure(capacity=2)
-    workspace.submit(job_toml("wide", parallel_tasks(12, 2.0)))
+    workspace.submit(job_toml("wide", parallel_tasks(18, 2.0)))  # engines may start late
     run_engines(workspace, 3)
-    runs = [r for r in executions(workspace.store()) if r.outcome == "succeeded"]
-    assert len(runs) == 12
-    assert peak_overlap(runs) == {"": 6}  # every engine's slots, at once
-    assert set(peak_overlap(runs, by="engine_id").values()) == {2}  # none over its own
+    store = workspace.store()
+    runs = [r for r in executions(store) if r.outcome == "succeeded"]
+    assert len(runs) == 18
+    engine_of = {run.task_key: run.engine_id for run in runs}
+    log = events(store)
+    assert occupancy_by_events(log) == {"": 6}  # every engine's slots, at once
+    assert set(occupancy_by_events(log, engine_of.get).values()) == {2}  # none over its own
     workspace.close()
 
 
@@ -71,9 +78,9 @@ def test_a_cluster_cap_holds_across_engines(pg_url: str, tmp_path: Path) -> None
         config.write("\n[cluster]\nmax_running = 4\n")
     workspace.submit(job_toml("wide", parallel_tasks(12, 1.5)))
     run_engines(workspace, 3)
-    runs = [r for r in executions(workspace.store()) if r.outcome == "succeeded"]
-    assert len(runs) == 12
-    assert peak_overlap(runs) == {"": 4}
+    store = workspace.store()
+    assert [r.outcome for r in executions(store)] == ["succeeded"] * 12
+    assert occupancy_by_events(events(store)) == {"": 4}
     workspace.close()
 
 
