@@ -505,6 +505,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", default=None, help="database URL (default: RELAY_DB or .relay/relay.db)"
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_engine_commands(sub)
+    _add_task_commands(sub)
+    _add_job_commands(sub)
+    cli_agents.add_commands(sub, _store, _command)
+    cli_engines.add_commands(sub, _store)
+    _add_pull_commands(sub)
+    _add_db_commands(sub)
+    return parser
+
+
+def _add_engine_commands(sub: Any) -> None:
+    """Set up, submit, run and look: what a workspace is used with."""
     sub.add_parser("init", help="write relay.toml and an example job").set_defaults(func=cmd_init)
     submit = sub.add_parser("submit", help="submit job files")
     submit.add_argument("files", nargs="+")
@@ -519,6 +531,19 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("job", nargs="?", help="a job, or JOB/TASK for one task and its runs")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
+    usage = sub.add_parser("usage", help="tokens and cost by job, task, agent, provider or day")
+    usage.add_argument("--by", choices=GROUPINGS, default="job")
+    usage.add_argument("--since", help="only executions started on or after this date")
+    usage.add_argument("--job", help="only this job")
+    usage.add_argument("--json", action="store_true")
+    usage.set_defaults(func=cmd_usage)
+    events = sub.add_parser("events", help="the event log")
+    events.add_argument("--follow", "-f", action="store_true")
+    events.add_argument("--limit", "-n", type=int, default=0)
+    events.set_defaults(func=cmd_events)
+
+
+def _add_task_commands(sub: Any) -> None:
     for name, kind, helptext in (
         ("cancel", "cancel", "cancel a task"),
         ("retry", "retry", "retry a task"),
@@ -526,6 +551,15 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=helptext)
         command.add_argument("task", help="JOB/TASK")
         command.set_defaults(func=_command(kind, _task_payload))
+    pin = sub.add_parser("pin", help="pin a workstream (or JOB/TASK) to an agent")
+    pin.add_argument("job", help="JOB, or JOB/TASK to pin one task")
+    pin.add_argument("workstream", nargs="?", default="")
+    pin.add_argument("agent")
+    pin.add_argument("--role", default="implementer")
+    pin.set_defaults(func=_command("pin", _pin_payload))
+
+
+def _add_job_commands(sub: Any) -> None:
     cancel_job = sub.add_parser("cancel-job", help="cancel a whole job")
     cancel_job.add_argument("job")
     cancel_job.set_defaults(func=_command("cancel_job", lambda a: {"job": a.job}))
@@ -545,21 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("job")
     plan.add_argument("--file", "-f", required=True, help="plan TOML or JSON")
     plan.set_defaults(func=_command("install_plan", _plan_payload))
-    pin = sub.add_parser("pin", help="pin a workstream (or JOB/TASK) to an agent")
-    pin.add_argument("job", help="JOB, or JOB/TASK to pin one task")
-    pin.add_argument("workstream", nargs="?", default="")
-    pin.add_argument("agent")
-    pin.add_argument("--role", default="implementer")
-    pin.set_defaults(func=_command("pin", _pin_payload))
-    usage = sub.add_parser("usage", help="tokens and cost by job, task, agent, provider or day")
-    usage.add_argument("--by", choices=GROUPINGS, default="job")
-    usage.add_argument("--since", help="only executions started on or after this date")
-    usage.add_argument("--job", help="only this job")
-    usage.add_argument("--json", action="store_true")
-    usage.set_defaults(func=cmd_usage)
-    cli_agents.add_commands(sub, _store, _command)
-    cli_engines.add_commands(sub, _store)
-    _add_pull_commands(sub)
+
+
+def _add_db_commands(sub: Any) -> None:
     db = sub.add_parser("db", help="the database's schema").add_subparsers(
         dest="db_command", required=True
     )
@@ -569,11 +591,6 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_parser(
         "current", help="the schema revision, and whether it is this relay's"
     ).set_defaults(func=cmd_db_current)
-    events = sub.add_parser("events", help="the event log")
-    events.add_argument("--follow", "-f", action="store_true")
-    events.add_argument("--limit", "-n", type=int, default=0)
-    events.set_defaults(func=cmd_events)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,73 +148,40 @@ def _billing_tasks() -> list[Task]:
     ]
 
 
-def _executions(artifacts: Path) -> list[Execution]:
-    def run(
-        eid: str, key: str, agent: str, provider: str, attempt: int, **fields: Any
-    ) -> Execution:
-        return Execution(
-            id=eid,
-            job_id=key.split("/", maxsplit=1)[0],
-            task_key=key,
-            agent=agent,
-            provider=provider,
-            attempt=attempt,
-            artifact_dir=str(artifacts / eid),
-            **fields,
-        )
+def _run(artifacts: Path, eid: str, key: str, agent: str, attempt: int, **fields: Any) -> Execution:
+    """An execution of ``key`` on a sim agent named for the CLI it speaks."""
+    return Execution(
+        id=eid,
+        job_id=key.split("/", maxsplit=1)[0],
+        task_key=key,
+        agent=agent,
+        provider=agent.removeprefix("sim-"),
+        attempt=attempt,
+        artifact_dir=str(artifacts / eid),
+        **fields,
+    )
 
+
+def _executions(artifacts: Path) -> list[Execution]:
+    schema = {
+        "started_at": NOW - 1500,
+        "ended_at": NOW - 1260,
+        "exit_code": 0,
+        "outcome": "succeeded",
+    }
+    fixtures = {"started_at": NOW - 700, "ended_at": NOW - 640, "exit_code": 1, "outcome": "failed"}
     return [
-        run(
-            "ex-schema-1",
-            "search/schema",
-            "sim-claude",
-            "claude",
-            1,
-            started_at=NOW - 1500,
-            ended_at=NOW - 1260,
-            exit_code=0,
-            outcome="succeeded",
-            input_tokens=42_000,
-            output_tokens=6_100,
-            cached_tokens=30_000,
-            model="claude-sonnet-4-5",
-            cost_usd=0.42,
-        ),
-        run(
-            "ex-docs-1",
-            "search/docs",
-            "sim-codex",
-            "codex",
-            1,
-            started_at=NOW - 95,
-            last_output="writing docs/search.md: section 3 of 5 (query syntax)",
-        ),
-        run(
-            "ex-ui-2",
-            "search/ui",
-            "sim-gemini",
-            "gemini",
-            2,
-            started_at=NOW - 312,
-            last_output="npm test -- search-box: 14 passed, 1 pending",
-        ),
-        run(
-            "ex-fixtures-3",
-            "search/fixtures",
-            "sim-codex",
-            "codex",
-            3,
-            started_at=NOW - 700,
-            ended_at=NOW - 640,
-            exit_code=1,
-            outcome="failed",
-            input_tokens=25_000,
-            output_tokens=3_000,
-            model="gpt-5-codex",
-            cost_usd=0.18,
-            cost_estimated=True,
-        ),
-    ]
+        _run(artifacts, "ex-schema-1", "search/schema", "sim-claude", 1, **schema,
+             input_tokens=42_000, output_tokens=6_100, cached_tokens=30_000,
+             model="claude-sonnet-4-5", cost_usd=0.42),
+        _run(artifacts, "ex-docs-1", "search/docs", "sim-codex", 1, started_at=NOW - 95,
+             last_output="writing docs/search.md: section 3 of 5 (query syntax)"),
+        _run(artifacts, "ex-ui-2", "search/ui", "sim-gemini", 2, started_at=NOW - 312,
+             last_output="npm test -- search-box: 14 passed, 1 pending"),
+        _run(artifacts, "ex-fixtures-3", "search/fixtures", "sim-codex", 3, **fixtures,
+             input_tokens=25_000, output_tokens=3_000, model="gpt-5-codex", cost_usd=0.18,
+             cost_estimated=True),
+    ]  # fmt: skip
 
 
 EVENTS = (

@@ -18,6 +18,17 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _upgrade_agent_to_command()
+    _upgrade_command_to_event()
+    _upgrade_execution()
+    _upgrade_job_to_memory()
+    _upgrade_plan_to_provider_limit()
+    _upgrade_provider_session_to_schema()
+    _upgrade_task()
+    _upgrade_task_indexes()
+
+
+def _upgrade_agent_to_command() -> None:
     op.create_table(
         "relay_agent",
         sa.Column("id", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -60,6 +71,9 @@ def upgrade() -> None:
         sa.Column("succeeded", sa.Boolean(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
+
+
+def _upgrade_command_to_event() -> None:
     with op.batch_alter_table("relay_command", schema=None) as batch_op:
         batch_op.create_index(
             batch_op.f("ix_relay_command_applied_at"), ["applied_at"], unique=False
@@ -94,6 +108,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_relay_event_job_id"), ["job_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_relay_event_task_key"), ["task_key"], unique=False)
 
+
+def _upgrade_execution() -> None:
     op.create_table(
         "relay_execution",
         sa.Column("id", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -126,6 +142,8 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f("ix_relay_execution_job_id"), ["job_id"], unique=False)
         batch_op.create_index(batch_op.f("ix_relay_execution_task_key"), ["task_key"], unique=False)
 
+
+def _upgrade_job_to_memory() -> None:
     op.create_table(
         "relay_job",
         sa.Column("id", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -167,6 +185,8 @@ def upgrade() -> None:
     with op.batch_alter_table("relay_memory", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_relay_memory_job_id"), ["job_id"], unique=False)
 
+
+def _upgrade_plan_to_provider_limit() -> None:
     op.create_table(
         "relay_plan",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -209,6 +229,9 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("provider"),
     )
+
+
+def _upgrade_provider_session_to_schema() -> None:
     op.create_table(
         "relay_provider_session",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -235,6 +258,9 @@ def upgrade() -> None:
         sa.Column("version", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
+
+
+def _upgrade_task() -> None:
     op.create_table(
         "relay_task",
         sa.Column("key", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -280,6 +306,9 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("key"),
     )
+
+
+def _upgrade_task_indexes() -> None:
     with op.batch_alter_table("relay_task", schema=None) as batch_op:
         batch_op.create_index(
             batch_op.f("ix_relay_task_execution_id"), ["execution_id"], unique=False

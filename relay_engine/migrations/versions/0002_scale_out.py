@@ -43,6 +43,14 @@ def _agent_table(*key: str) -> None:
 
 
 def upgrade() -> None:
+    _upgrade_agent_status_to_notify_cursor()
+    _upgrade_pull_request()
+    _upgrade_review_to_execution()
+    _upgrade_job_to_plan()
+    _upgrade_task()
+
+
+def _upgrade_agent_status_to_notify_cursor() -> None:
     op.create_table(
         "relay_agent_status",
         sa.Column("agent_id", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -64,6 +72,9 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("destination"),
     )
+
+
+def _upgrade_pull_request() -> None:
     op.create_table(
         "relay_pull_request",
         sa.Column("job_id", sqlmodel.sql.sqltypes.AutoString(), nullable=False),
@@ -96,6 +107,8 @@ def upgrade() -> None:
     with op.batch_alter_table("relay_pull_request", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_relay_pull_request_state"), ["state"], unique=False)
 
+
+def _upgrade_review_to_execution() -> None:
     op.create_table(
         "relay_review",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -133,6 +146,8 @@ def upgrade() -> None:
             sa.Column("cost_estimated", sa.Boolean(), nullable=False, server_default=sa.false())
         )
 
+
+def _upgrade_job_to_plan() -> None:
     with op.batch_alter_table("relay_job", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("max_review_rounds", sa.Integer(), nullable=False, server_default="3")
@@ -153,6 +168,8 @@ def upgrade() -> None:
             sa.Column("recoveries", sa.Integer(), nullable=False, server_default="0")
         )
 
+
+def _upgrade_task() -> None:
     with op.batch_alter_table("relay_task", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("external_deps", sa.JSON(), nullable=True, server_default=EMPTY_LIST)
@@ -201,6 +218,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _downgrade_task_to_job()
+    _downgrade_execution_to_agent_status()
+
+
+def _downgrade_task_to_job() -> None:
     op.execute("UPDATE relay_schema SET version = 1")
     with op.batch_alter_table("relay_task", schema=None) as batch_op:
         batch_op.drop_index(
@@ -242,6 +264,8 @@ def downgrade() -> None:
         batch_op.drop_column("after")
         batch_op.drop_column("max_review_rounds")
 
+
+def _downgrade_execution_to_agent_status() -> None:
     with op.batch_alter_table("relay_execution", schema=None) as batch_op:
         batch_op.drop_column("cost_estimated")
         batch_op.drop_column("model")
