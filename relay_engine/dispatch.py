@@ -496,14 +496,9 @@ def _count_assignment(
     )
 
 
-def running_by_agent(session: Session, engine_id: str | None = None) -> Counter[str]:
-    """Agents' running tasks on this engine (every engine's when ``engine_id`` is None)."""
-    rows = session.exec(select(Task.agent, Task.state, Task.lease_owner).where(_claimed()))
-    return Counter(
-        agent
-        for agent, state, owner in rows
-        if agent and state in _BUSY_STATES and (engine_id is None or owner == engine_id)
-    )
+def running_by_agent(running: Sequence[Task], engine_id: str) -> Counter[str]:
+    """Agents' claimed tasks on this engine, from the claimed tasks dispatch already read."""
+    return Counter(t.agent for t in running if t.agent and t.lease_owner == engine_id)
 
 
 def fleet_counts(tasks: Sequence[Task]) -> FleetCounts:

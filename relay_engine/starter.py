@@ -97,7 +97,7 @@ class Starter:
             )
             if not view.queued or view.free <= 0:
                 return False
-            running = dispatch.running_by_agent(session, engine_id)
+            running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
             spent = budgets.job_holds(session, view.jobs.values())
             unavailable = agent_status.availability_map(session)

@@ -62,9 +62,13 @@ def shared_directory(repo_path: str | None) -> str | None:
     """The directory a job's tasks all work in when its repo is not a git repository (no
     worktrees to keep them apart): they take turns in it. None for a git repository, and
     for jobs without a repository (they run in scratch space and touch nothing shared)."""
-    if not repo_path or not Path(repo_path).is_dir() or open_repo(repo_path) is not None:
+    if not repo_path or not (path := Path(repo_path)).is_dir():
         return None
-    return str(Path(repo_path).resolve())
+    # Dispatch asks on every pass: a few stats, where opening the repository would read it.
+    bare = (path / "HEAD").is_file() and (path / "objects").is_dir()
+    if (path / ".git").exists() or bare:
+        return None
+    return str(path.resolve())
 
 
 def git_lock(repo: Repo) -> threading.Lock:
