@@ -33,10 +33,11 @@ from relay_engine.store import Store
 SIZES = (500, 10_000)
 
 
-def write_config(workspace: Path, capacity: int) -> None:
-    """A relay.toml whose one agent is /bin/true, ticking fast (scale.py shares it)."""
+def write_config(workspace: Path, capacity: int, tick_seconds: float = 0.05) -> None:
+    """A relay.toml whose one agent is /bin/true, ticking fast unless told (scale.py shares
+    it)."""
     config = {
-        "engine": {"max_concurrent_agents": capacity, "tick_seconds": 0.05},
+        "engine": {"max_concurrent_agents": capacity, "tick_seconds": tick_seconds},
         "agents": [
             {
                 "id": "true",

@@ -105,7 +105,20 @@ def engine_main(argv: list[str]) -> int:
     install_claim_timing(Path(os.environ[CLAIM_LOG_ENV]))
     from relay_engine.cli import main
 
-    return main(argv)
+    profile_to = os.environ.get("RELAY_BENCH_PROFILE")
+    if not profile_to:
+        return main(argv)
+    import cProfile
+    import signal
+
+    profiler = cProfile.Profile()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    profiler.enable()
+    try:
+        return main(argv)
+    finally:
+        profiler.disable()
+        profiler.dump_stats(f"{profile_to}.{os.getpid()}")
 
 
 def server_url() -> str:
@@ -150,17 +163,21 @@ def start_engine(workspace: Path, url: str, claim_log: Path, name: str) -> subpr
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def run_fleet(root: Path, url: str, engines: int, slots: int, tasks: int) -> dict[str, Any]:
+def run_fleet(
+    root: Path, url: str, engines: int, slots: int, tasks: int, tick_seconds: float
+) -> dict[str, Any]:
     """One configuration: ``engines`` processes with ``slots // engines`` slots each."""
     workspace = root / f"e{engines}"
     workspace.mkdir(parents=True)
-    write_config(workspace, slots // engines)
+    write_config(workspace, slots // engines, tick_seconds)
     store = Store(url)
     insert_queued(store, tasks)
     claim_log = workspace / "claims.jsonl"
+    before = CpuSample.take([])
     procs = [start_engine(workspace, url, claim_log, f"engine{i}") for i in range(engines)]
     try:
         _wait(lambda: succeeded(store) >= tasks, procs, timeout=max(600.0, tasks * 0.5))
+        cpu = CpuSample.take([proc.pid for proc in procs]).since(before)
     finally:
         for proc in procs:
             proc.terminate()
@@ -169,7 +186,62 @@ def run_fleet(root: Path, url: str, engines: int, slots: int, tasks: int) -> dic
     span = busy_span(store)
     store.dispose()
     holds = [json.loads(line)["hold_ms"] for line in claim_log.read_text().splitlines()]
-    return {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
+    result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
+    return result | {"cpu": {k: v * 1000 / tasks for k, v in cpu.items()}}
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_times(pid: int) -> tuple[float, float]:
+    """(own, reaped children) CPU seconds of ``pid``; (0, 0) once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0, 0.0
+    own = (int(fields[11]) + int(fields[12])) / TICK
+    return own, (int(fields[13]) + int(fields[14])) / TICK
+
+
+def _postgres_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "postgres":
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+class CpuSample:
+    """Where the machine's CPU went: the engines themselves, what they reaped (supervisors
+    and agents), PostgreSQL, and what stayed idle. Linux only; the bench is."""
+
+    def __init__(self, values: dict[str, float], postgres: dict[int, float]) -> None:
+        self.values, self.postgres = values, postgres
+
+    @classmethod
+    def take(cls, engine_pids: list[int]) -> CpuSample:
+        line = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        jiffies = [int(v) / TICK for v in line]
+        times = [_proc_times(pid) for pid in engine_pids]
+        values = {
+            "engines": sum(own for own, _ in times),
+            "supervisors+agents": sum(reaped for _, reaped in times),
+            "idle": jiffies[3] + jiffies[4],
+            "total": sum(jiffies),
+        }
+        return cls(values, {pid: sum(_proc_times(pid)) for pid in _postgres_pids()})
+
+    def since(self, before: CpuSample) -> dict[str, float]:
+        spent = {k: v - before.values[k] for k, v in self.values.items()}
+        spent["postgres"] = sum(
+            cpu - before.postgres.get(pid, 0.0) for pid, cpu in self.postgres.items()
+        )
+        known = spent["engines"] + spent["supervisors+agents"] + spent["postgres"]
+        spent["other"] = spent.pop("total") - spent["idle"] - known
+        return spent
 
 
 def _wait(done: Callable[[], bool], procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
@@ -199,6 +271,8 @@ def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
             f"claim lock hold p50 {statistics.median(holds) if holds else 0:.1f} ms "
             f"p99 {percentile(holds, 0.99):.1f} ms over {len(holds)} claims"
         )
+        cpu = ", ".join(f"{name} {ms:.1f}" for name, ms in r["cpu"].items())
+        print(f"    CPU ms per task: {cpu}")
     for r in results[1:]:
         n = r["engines"]
         print(f"ratio {n} engines / {results[0]['engines']} engine: {r['rate'] / base:.2f}")
@@ -212,6 +286,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--engines", default="1,2,4", help="engine counts, the first is the base")
+    parser.add_argument(
+        "--tick", type=float, default=0.5, help="tick_seconds (0.5 is the engine's default)"
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.engines.split(",")]
     base = server_url()
@@ -219,7 +296,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="relay-bench-scale-") as tmp:
         for engines in counts:
             with fresh_database(base) as url:
-                results.append(run_fleet(Path(tmp), url, engines, args.slots, args.tasks))
+                results.append(
+                    run_fleet(Path(tmp), url, engines, args.slots, args.tasks, args.tick)
+                )
     report(results, args.tasks, args.slots)
 
 

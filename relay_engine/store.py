@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, SQLModel, create_engine, select
 
@@ -33,6 +33,7 @@ BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, t
 PG_LOCK_TIMEOUT_MS = 3_000  # PostgreSQL: the longest any statement waits for a lock
 PG_IDLE_IN_TRANSACTION_MS = 5_000  # a paused engine's open transaction is ended by the server
 PG_CONNECT_TIMEOUT_S = 5
+PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before it is used
 
 
 SchemaError = migrate.SchemaMismatch
@@ -109,18 +110,49 @@ def _server_engine(url: str, *, readonly: bool) -> SAEngine:
     paused with SIGSTOP), releasing whatever it held.
     """
     if not url.startswith("postgresql"):
-        return create_engine(url, pool_pre_ping=True)
+        return _ping_when_idle(create_engine(url))
     options = (
         f"-c lock_timeout={PG_LOCK_TIMEOUT_MS} "
         f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_MS}"
         + (" -c default_transaction_read_only=on" if readonly else "")
     )
-    return create_engine(
+    engine = create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=4,
         connect_args={"options": options, "connect_timeout": PG_CONNECT_TIMEOUT_S},
     )
+    return _ping_when_idle(engine)
+
+
+def _ping_when_idle(engine: SAEngine) -> SAEngine:
+    """Check a pooled connection before use only when it sat idle for a while.
+
+    ``pool_pre_ping`` pings on every checkout: a busy engine checks out a connection for
+    nearly every statement, so it doubled the round trips to the server. A connection
+    handed back moments ago is alive; one that sat idle may have lost its server (a restart)
+    and is replaced before anyone sees the error. A connection that dies while in use fails
+    that one transaction: the engine retries on its next tick, and SQLAlchemy retires every
+    pooled connection older than the failure.
+    """
+
+    @sa_event.listens_for(engine.pool, "connect")
+    def _fresh(_dbapi: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @sa_event.listens_for(engine.pool, "checkin")
+    def _returned(_dbapi: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @sa_event.listens_for(engine.pool, "checkout")
+    def _check(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("returned_at", 0.0) < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise DisconnectionError(f"pooled connection is dead: {error}") from error
+
+    return engine
 
 
 def sqlite_file_problem(path: Path) -> str | None:

@@ -7,18 +7,20 @@ import os
 import sqlite3
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import Workspace, job_toml, sim
+from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.model import (
     AgentRecord,
     ProviderLimit,
     Task,
 )
-from relay_engine.store import Store, ensure_row
+from relay_engine.store import PING_AFTER_IDLE_S, Store, ensure_row
 
 
 def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Workspace) -> None:
@@ -106,3 +108,42 @@ def test_a_read_only_workspace_still_shows_status_and_events(
     run = workspace.cli("run", "--until-idle")
     assert run.returncode == 2
     assert "is read-only" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.postgres
+def test_connections_the_server_dropped_are_replaced_without_an_error(pg_url: str) -> None:
+    """A PostgreSQL restart (here: every backend terminated) costs an idle engine nothing:
+    its pooled connections are checked after sitting idle and replaced before use. Without
+    the idle wait at most one transaction fails, and the next one works."""
+    import psycopg
+    from conftest import _psycopg_conninfo
+    from sqlalchemy import text
+
+    store = Store(pg_url)
+    database = store.url.rsplit("/", 1)[1]
+
+    def drop_every_connection() -> int:
+        with psycopg.connect(_psycopg_conninfo(pg_url, "postgres"), autocommit=True) as admin:
+            query = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
+            return len(admin.execute(query, (database,)).fetchall())
+
+    def ask() -> int:
+        with store.read() as session:
+            return session.execute(text("SELECT 41 + 1")).scalar_one()
+
+    try:
+        assert ask() == 42
+        assert drop_every_connection() >= 1
+        time.sleep(PING_AFTER_IDLE_S + 0.2)
+        assert ask() == 42  # no error: the idle connection was checked and replaced
+
+        assert drop_every_connection() >= 1
+        outcomes = []
+        for _ in range(2):
+            try:
+                outcomes.append(ask())
+            except SQLAlchemyError:
+                outcomes.append("failed")
+        assert outcomes[-1] == 42, outcomes
+    finally:
+        store.dispose()
