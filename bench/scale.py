@@ -4,13 +4,16 @@
         .venv/bin/python bench/scale.py [--tasks 2000] [--slots 8] [--engines 1,2,4]
 
 (RELAY_TEST_PG_URL is used when RELAY_BENCH_PG_URL is not set.) For each engine count it
-creates a database of its own, inserts ``--tasks`` QUEUED tasks run by a ``command`` agent
-that is /bin/true, and starts that many real ``relay run`` engine processes on it, sharing
-``--slots`` between them (8 = 8, 4+4, 2x4). Throughput is claims+completions per second
-between the first execution's start and the last one's end (each task is one claim and one
-completion). It prints each rate, the ratio N engines / 1 engine (target on a 2-core box:
-4/1 >= 1.6), and how long one claim transaction held its locks, p50/p99 over every claim of
-every engine (target: p99 <= 20 ms). Never asserts; not part of the test suite.
+creates a database of its own, starts that many real ``relay run`` engine processes on it,
+sharing ``--slots`` between them (8 = 8, 4+4, 2x4), and once they are all up inserts
+``--tasks`` QUEUED tasks run by a ``command`` agent that is /bin/true (engines tick every
+``--tick`` seconds, the default 0.5; a process exit wakes an engine at once anyway).
+Throughput is claims+completions per second between the first execution's start and the
+last one's end (each task is one claim and one completion). It prints each rate, the ratio
+N engines / 1 engine (target on a 2-core box: 4/1 >= 1.6), how long one claim transaction
+held its locks, p50/p99 over every claim of every engine (target: p99 <= 20 ms), and where
+the machine's CPU went per task: the engines, the supervisors and agents they reaped,
+PostgreSQL, and what stayed idle. Never asserts; not part of the test suite.
 
 Claim timing comes from outside the engine: each engine process is this script in
 ``--engine`` mode, which wraps ``dispatch.claim_batch`` and watches the statements it runs,
@@ -40,7 +43,7 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from relay_engine.model import Execution
+from relay_engine.model import EngineRecord, Execution
 from relay_engine.store import Store
 
 CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
@@ -111,7 +114,7 @@ def engine_main(argv: list[str]) -> int:
     import cProfile
     import signal
 
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.thread_time)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     profiler.enable()
     try:
@@ -171,11 +174,13 @@ def run_fleet(
     workspace.mkdir(parents=True)
     write_config(workspace, slots // engines, tick_seconds)
     store = Store(url)
-    insert_queued(store, tasks)
     claim_log = workspace / "claims.jsonl"
-    before = CpuSample.take([])
     procs = [start_engine(workspace, url, claim_log, f"engine{i}") for i in range(engines)]
     try:
+        # The work arrives once every engine is up: start-up is not what is measured.
+        _wait(lambda: registered(store) >= engines, procs, timeout=120.0)
+        before = CpuSample.take([proc.pid for proc in procs])
+        insert_queued(store, tasks)
         _wait(lambda: succeeded(store) >= tasks, procs, timeout=max(600.0, tasks * 0.5))
         cpu = CpuSample.take([proc.pid for proc in procs]).since(before)
     finally:
@@ -242,6 +247,11 @@ class CpuSample:
         known = spent["engines"] + spent["supervisors+agents"] + spent["postgres"]
         spent["other"] = spent.pop("total") - spent["idle"] - known
         return spent
+
+
+def registered(store: Store) -> int:
+    with store.read() as session:
+        return int(session.exec(select(func.count()).select_from(EngineRecord)).one())
 
 
 def _wait(done: Callable[[], bool], procs: list[subprocess.Popen[bytes]], timeout: float) -> None:

@@ -310,8 +310,8 @@ def claim_batch(
                 or not _try_scopes(session, store, scopes)
             ):
                 continue
-            history = claimable[task.key]
-            claim = _claim_one(session, task, selected, engine_id, lease_s, now, history, lock_dir)
+            ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
+            claim = _claim_one(session, claimable[task.key], ticket)
             if claim is not None:
                 claims.append(claim)
                 fleet.took(selected, scopes)
@@ -374,16 +374,17 @@ def _hold_fleet_caps(
         session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
 
 
-def _claimable(session: Session, keys: list[str]) -> dict[str, list[str]]:
+def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
     """Of these tasks, the ones still unclaimed and not being claimed by another engine
-    right now (those rows are skipped, not waited for), with their execution history."""
+    right now (those rows are skipped, not waited for), read whole under their row lock."""
     query = (
-        select(Task.key, Task.execution_history)
+        select(Task)
         .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
         .where(col(Task.execution_id).is_(None))
         .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
     )
-    return {key: list(history or []) for key, history in session.exec(query)}
+    return {task.key: task for task in session.exec(query)}
 
 
 def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
@@ -409,50 +410,72 @@ def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
     return set(budgets.job_holds(session, jobs))
 
 
-def _claim_one(
-    session: Session,
-    task: Task,
-    selected: Selected,
-    engine_id: str,
-    lease_s: float,
-    now: float,
-    history: list[str],
-    lock_dir: str | None = None,
-) -> Claim | None:
-    """One conditional UPDATE that claims and returns the row (``history``: the task's
-    execution history, read with its row lock), so a claim is one round trip."""
+@dataclass(frozen=True)
+class _Ticket:
+    """What one claim writes on its task besides the new execution id."""
+
+    selected: Selected
+    engine_id: str
+    lease_s: float
+    now: float
+    lock_dir: str | None
+
+    def values(self, task: Task, execution_id: str) -> dict[str, Any]:
+        history = [*(task.execution_history or []), execution_id][-EXECUTION_HISTORY_KEPT:]
+        return {
+            "attempt": task.attempt + 1,
+            "execution_id": execution_id,
+            "execution_history": history,
+            "lease_owner": self.engine_id,
+            "lease_expires_at": self.now + self.lease_s,
+            "lock_dir": self.lock_dir,
+            "agent": self.selected.agent_id,
+            "provider": self.selected.provider,
+            "resumed_at": None,
+            "waiting_on_provider": None,
+            "updated_at": self.now,
+        }
+
+
+def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
+    """Claim a task whose row this transaction holds locked and found unclaimed.
+
+    A task without a scope is claimed in place: the session writes every such claim of the
+    batch in one go at commit. One that takes a scope is a conditional UPDATE in a
+    savepoint, so a unique-index refusal (another engine's claim committed since we
+    looked) costs only this task.
+    """
     execution_id = uuid.uuid4().hex
+    values = ticket.values(locked, execution_id)
+    if locked.workstream or ticket.lock_dir:
+        claimed = _claim_scoped(session, locked.key, values)
+        if claimed is None:
+            return None
+    else:
+        for name, value in values.items():
+            setattr(locked, name, value)
+        claimed = locked
+    _count_assignment(session, claimed, ticket.selected, execution_id, ticket.now)
+    return Claim(claimed, ticket.selected, execution_id)
+
+
+def _claim_scoped(session: Session, key: str, values: dict[str, Any]) -> Task | None:
     claim = (
         update(Task)
         .where(
-            col(Task.key) == task.key,
+            col(Task.key) == key,
             col(Task.state) == TaskState.QUEUED,
             col(Task.execution_id).is_(None),
         )
-        .values(
-            attempt=Task.attempt + 1,
-            execution_id=execution_id,
-            execution_history=[*history, execution_id][-EXECUTION_HISTORY_KEPT:],
-            lease_owner=engine_id,
-            lease_expires_at=now + lease_s,
-            lock_dir=lock_dir,
-            agent=selected.agent_id,
-            provider=selected.provider,
-            resumed_at=None,
-            waiting_on_provider=None,
-            updated_at=now,
-        )
+        .values(**values)
         .returning(Task)
         .execution_options(populate_existing=True, synchronize_session=False)
     )
     try:
-        claimed = _claim_update(session, claim, scoped=bool(task.workstream or lock_dir))
+        with session.begin_nested():
+            return session.execute(claim).scalars().first()
     except IntegrityError:
         return None  # a scope index says another engine holds its scope
-    if claimed is None:
-        return None
-    _count_assignment(session, claimed, selected, execution_id, now)
-    return Claim(claimed, selected, execution_id)
 
 
 def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Execution:
@@ -466,15 +489,6 @@ def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Executio
         provider=claim.selected.provider,
         artifact_dir=str(artifacts / claim.execution_id) if artifacts else None,
     )
-
-
-def _claim_update(session: Session, claim: Any, *, scoped: bool) -> Task | None:
-    """Run the claim's UPDATE; one that takes a scope runs in a savepoint, so a unique-index
-    refusal (another engine's claim committed since we looked) costs only this task."""
-    if not scoped:
-        return session.execute(claim).scalars().first()
-    with session.begin_nested():
-        return session.execute(claim).scalars().first()
 
 
 def _count_assignment(
