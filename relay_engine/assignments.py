@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, delete, select, update
 
 from relay_engine import agent_status
 from relay_engine.model import (
@@ -189,13 +189,23 @@ def add_memory(session: Session, task: Task, summary: str | None, now: float) ->
 
 
 def sync_agents(
-    session: Session, agents: Any, now: float, *, engine_id: str = "", slots: int = 0
+    session: Session,
+    agents: Any,
+    now: float,
+    *,
+    engine_id: str = "",
+    slots: int = 0,
+    lease_s: float | None = None,
 ) -> None:
     """Mirror this engine's agents (and its slots) so consoles and peers can list them.
 
     Each engine keeps its own rows: hosts with different configs do not overwrite each
-    other, and a host that does not define an agent never advertises it."""
+    other, and a host that does not define an agent never advertises it. With ``lease_s``
+    the rows of engines gone for longer than a lease are dropped: an agent no running
+    engine defines any more stops being listed."""
     configured = {agent.id: agent for agent in agents}
+    if lease_s is not None:
+        _drop_agents_of_gone_engines(session, engine_id, now - lease_s)
     mine = select(AgentRecord).where(AgentRecord.engine_id == engine_id)
     for record in session.exec(mine):
         if record.id not in configured:
@@ -217,3 +227,14 @@ def sync_agents(
         engine.agents = sorted(configured)
         session.add(engine)
     agent_status.sync(session, configured.values(), now)
+
+
+def _drop_agents_of_gone_engines(session: Session, engine_id: str, silent_since: float) -> None:
+    live = select(EngineRecord.id).where(
+        col(EngineRecord.stopped_at).is_(None), EngineRecord.heartbeat_at >= silent_since
+    )
+    session.exec(
+        delete(AgentRecord)
+        .where(AgentRecord.engine_id != engine_id, col(AgentRecord.engine_id).not_in(live))
+        .execution_options(synchronize_session=False)
+    )

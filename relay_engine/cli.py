@@ -25,7 +25,7 @@ from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine import cli_agents, cli_engines, commands
-from relay_engine.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
+from relay_engine.config import CONFIG_FILE, ConfigError, EngineConfig, RelayConfig, load_config
 from relay_engine.engines import EngineRow
 from relay_engine.faults import DatabaseBusy, DatabaseFault, explain
 from relay_engine.handlers import HANDLERS
@@ -164,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if follower is not None:
         follower.join(timeout=2)
     if args.until_idle:
-        _print_status(engine.store, None, config.engine.lease_seconds)
+        _print_status(engine.store, _report(engine.store, None, config.engine))
     if interrupted.is_set():
         return 0  # stopping on request, with the work released, is a clean exit
     return 0 if ok else 1
@@ -225,16 +225,22 @@ def _print_event(event: Event) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     store = _store(args, readonly=True)
-    lease = load_config(_workspace(args)).engine.lease_seconds
+    report = _report(store, args.job, load_config(_workspace(args)).engine)
     if args.json:
-        print(json.dumps(status_report(store, args.job, lease_seconds=lease), indent=2))
+        print(json.dumps(report, indent=2))
         return 0
-    _print_status(store, args.job, lease)
+    _print_status(store, report)
     return 0
 
 
-def _print_status(store: Store, job_id: str | None, lease_seconds: float) -> None:
-    report = status_report(store, job_id, lease_seconds=lease_seconds)
+def _report(store: Store, job_id: str | None, engine: EngineConfig) -> dict[str, Any]:
+    """The status report, judged by this workspace's lease and budget warning share."""
+    return status_report(
+        store, job_id, lease_seconds=engine.lease_seconds, budget_warn_at=engine.budget_warn_at
+    )
+
+
+def _print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
     for held in report["conditions"]:
         who = f"engine {held['engine']} (pid {held['pid']} on {held['host']})"
         err.print(f"[yellow]{who if held['engine'] else store.where}: {held['condition']}[/]")

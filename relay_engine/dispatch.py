@@ -239,9 +239,11 @@ def pick_agent(
     now: float,
     exclude: frozenset[str] = frozenset(),
     fleet: FleetCounts | None = None,
+    caps: FleetCaps | None = None,
 ) -> Selection:
+    """``caps``: the fleet-wide caps, when the caller already built them from ``config``."""
     pin = view.pins.get((task.job_id, task.workstream or "", task.role))
-    caps = FleetCaps.from_config(config)
+    caps = caps or FleetCaps.from_config(config)
     agents = [
         replace(a, max_concurrent=1) if is_probing(view.availability.get(a.id), now) else a
         for a in agent_facts(config.agents, running, fleet, caps)

@@ -225,8 +225,15 @@ class Engine:
             self._mirror_agents(session, self.clock())
 
     def _mirror_agents(self, session: Session, now: float) -> None:
-        slots = self.config.engine.max_concurrent_agents
-        assignments.sync_agents(session, self.config.agents, now, engine_id=self.id, slots=slots)
+        engine = self.config.engine
+        assignments.sync_agents(
+            session,
+            self.config.agents,
+            now,
+            engine_id=self.id,
+            slots=engine.max_concurrent_agents,
+            lease_s=engine.lease_seconds,
+        )
 
     def shutdown(self, *, release: bool) -> None:
         now = self.clock()

@@ -50,7 +50,7 @@ from relay_engine.states import (
 from relay_engine.store import record_event
 from relay_engine.taskdefs import TaskDef
 from relay_engine.taskops import job_tasks
-from relay_engine.workspace import job_branch
+from relay_engine.workspace import job_branch, shared_directory
 
 
 # -- the hand-off from work to review -------------------------------------------------------
@@ -454,15 +454,28 @@ def record_error(session: Session, pr: PullRequest, error: str, retry_s: float, 
 
 
 # -- operator commands ----------------------------------------------------------------------
+def no_pull_reason(job_id: str, state: str, repo_path: str | None) -> str:
+    """Why a job has nothing to merge or close: only a git job ever gets a pull request."""
+    if not repo_path:
+        return f"job {job_id} has no repository, so it never gets a pull request"
+    if (directory := shared_directory(repo_path)) is not None:
+        return (
+            f"job {job_id} works in {directory}, which is not a git repository: its changes "
+            "are made there directly and it never gets a pull request"
+        )
+    return (
+        f"job {job_id} has no pull request yet (it is {state.lower()}): it opens once the "
+        "work is done"
+    )
+
+
 def _open_pull(session: Session, payload: dict) -> tuple[Job, PullRequest]:
     job = session.get(Job, str(payload.get("job", "")))
     if job is None:
         raise CommandRejected(f"no job {payload.get('job')}")
     pr = session.get(PullRequest, job.id)
     if pr is None:
-        raise CommandRejected(
-            f"job {job.id} has no pull request yet (it is {job.state}); relay cancel-job stops it"
-        )
+        raise CommandRejected(no_pull_reason(job.id, job.state, job.repo_path))
     if pr.state != PullState.OPEN:
         raise CommandRejected(f"the pull request of job {job.id} is already {pr.state}")
     return job, pr

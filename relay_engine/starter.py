@@ -105,11 +105,14 @@ class Starter:
             view = replace(view, availability=unavailable)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
+        caps = FleetCaps.from_config(config)
         for task in dispatch.choose(view):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
-            selection = dispatch.pick_agent(task, view, config, running, now, fleet=fleet)
+            selection = dispatch.pick_agent(
+                task, view, config, running, now, fleet=fleet, caps=caps
+            )
             if isinstance(selection, Selected):
                 wanted.append((task, selection))
                 running[selection.agent_id] += 1
@@ -118,10 +121,14 @@ class Starter:
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return self._start(wanted, view.lock_dirs, now) or changed
+        return self._start(wanted, view.lock_dirs, caps, now) or changed
 
     def _start(
-        self, wanted: list[tuple[Task, Selected]], lock_dirs: dict[str, str | None], now: float
+        self,
+        wanted: list[tuple[Task, Selected]],
+        lock_dirs: dict[str, str | None],
+        caps: FleetCaps,
+        now: float,
     ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
 
@@ -139,7 +146,7 @@ class Starter:
             lease_s=runtime.config.engine.lease_seconds,
             now=now,
             artifacts=artifacts_root(runtime.workspace),
-            caps=FleetCaps.from_config(runtime.config),
+            caps=caps,
             lock_dirs=lock_dirs,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []

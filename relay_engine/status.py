@@ -32,9 +32,15 @@ LEASE_SECONDS = EngineConfig().lease_seconds
 
 
 def status_report(
-    store: Store, job_id: str | None = None, *, lease_seconds: float = LEASE_SECONDS
+    store: Store,
+    job_id: str | None = None,
+    *,
+    lease_seconds: float = LEASE_SECONDS,
+    budget_warn_at: float = BUDGET_WARN_AT,
 ) -> dict[str, list[dict[str, Any]]]:
-    """``lease_seconds``: the silence after which an engine counts as gone."""
+    """``lease_seconds``: the silence after which an engine counts as gone;
+    ``budget_warn_at``: the share of a budget that warns (both from the workspace's
+    relay.toml when the caller has it)."""
     with store.read() as session:
         jobs = session.exec(select(Job).order_by(Job.created_at)).all()
         tasks = session.exec(select(Task).order_by(Task.job_id, Task.wave, Task.created_at)).all()
@@ -60,7 +66,7 @@ def status_report(
                 **_job(j),
                 **pulls[j.id],
                 "spend": _spend(by_job.get(j.id)),
-                "budget": _budget(j, by_job),
+                "budget": _budget(j, by_job, budget_warn_at),
             }
             for j in jobs
         ],
@@ -103,10 +109,10 @@ def _spend(row: UsageRow | None) -> dict[str, Any]:
     return spend
 
 
-def _budget(job: Job, by_job: dict[str, UsageRow]) -> dict[str, Any]:
+def _budget(job: Job, by_job: dict[str, UsageRow], warn_at: float) -> dict[str, Any]:
     row = by_job.get(job.id) or UsageRow(job.id)
     spend = Spend(row.cost_usd, row.input_tokens + row.output_tokens)
-    state = judge(spend, Cap(job.budget_usd, job.budget_tokens), BUDGET_WARN_AT)
+    state = judge(spend, Cap(job.budget_usd, job.budget_tokens), warn_at)
     return {
         "usd": job.budget_usd,
         "tokens": job.budget_tokens,

@@ -70,10 +70,11 @@ class RelayApp(OperatorActions, JobActions, App[None]):
     ) -> None:
         super().__init__()
         self.workspace = Path(workspace)
-        self.attached = db_url is not None
         self.demo = demo
         self.config = config or load_config(self.workspace)
         self.store = store or Store.for_workspace(self.workspace, db_url)
+        # A workspace we may not write (a read-only mount) is watched, never run.
+        self.attached = db_url is not None or self.store.readonly
         self.clock = clock
         self.blink = blink
         self.snapshot: Snapshot | None = None
@@ -152,6 +153,11 @@ class RelayApp(OperatorActions, JobActions, App[None]):
     def send_command(self, kind: str, payload: dict[str, Any]) -> None:
         """Store the command (the engine's inbox when embedded) and watch for its outcome."""
         try:
+            if self.store.readonly:
+                raise PermissionError(
+                    f"{self.store.where} is read-only here: watch only, commands need a "
+                    "writable database"
+                )
             if self.engine is not None:
                 command_id = self.engine.submit(kind, payload)
             else:
@@ -292,6 +298,8 @@ class RelayApp(OperatorActions, JobActions, App[None]):
             self.notify(text, title=kind, severity=severity)  # type: ignore[arg-type]
 
     def mode_label(self) -> str:
+        if self.store.readonly:
+            return f"read-only · {Path(self.store.display_url().split('///')[-1]).name}"
         if self.attached:
             return f"attached · {Path(self.store.display_url().split('///')[-1]).name}"
         if self.engine is not None and not self.engine.running and self.engine.engine:

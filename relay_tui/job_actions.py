@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from relay_engine.pulls import no_pull_reason
 from relay_tui.screens.modals import BudgetScreen, ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
 from relay_tui.views import JobView, ReviewView
@@ -49,11 +50,7 @@ class JobActions:
     def _open_pull_of(self: RelayApp, job: JobView) -> bool:
         pr = job.pr
         if pr is None:
-            self.notify(
-                f"job {job.id} has no pull request yet (it is {job.state.lower()}): "
-                "it opens once the work is done. C cancels the job.",
-                severity="warning",
-            )
+            self.notify(no_pull_reason(job.id, job.state, job.repo_path), severity="warning")
             return False
         if pr.state != "OPEN":
             self.notify(

@@ -8,12 +8,13 @@ tables); without CREATEDB rights it falls back to dropping every relay table fir
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Workspace
+from helpers import Workspace, job_toml, sim
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel, create_engine
 
@@ -90,3 +91,25 @@ def sqlite_workspace(tmp_path: Path) -> Iterator[Workspace]:
     ws.configure()
     yield ws
     ws.close()
+
+
+@pytest.fixture
+def read_only_workspace(sqlite_workspace: Workspace, tmp_path: Path) -> Iterator[Workspace]:
+    """The workspace, seen through a read-only bind mount."""
+    sqlite_workspace.submit(job_toml("j", [{"id": "t", "sim": sim(0.05)}]))
+    assert sqlite_workspace.cli("run", "--until-idle", "--quiet").returncode == 0
+    view = tmp_path / "read-only"
+    view.mkdir()
+    mounts = (
+        ["mount", "--bind", str(sqlite_workspace.path), str(view)],
+        ["mount", "-o", "remount,bind,ro", str(view)],
+    )
+    for argv in mounts:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            subprocess.run(["umount", str(view)], capture_output=True, check=False)
+            pytest.skip(f"cannot make a read-only bind mount here: {result.stderr.strip()}")
+    try:
+        yield Workspace(view)
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)

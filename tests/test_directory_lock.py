@@ -30,3 +30,8 @@ def test_tasks_sharing_a_directory_never_overlap(workspace: Workspace, tmp_path:
     peaks = occupancy_by_events(events(store), lambda key: key.partition("/")[0])
     assert peaks["plain"] == 1  # one at a time in the shared directory
     assert peaks["free"] == 3  # nothing shared: side by side
+
+    merge = workspace.cli("merge", "plain")
+    assert merge.returncode == 1
+    said = " ".join(merge.stderr.split())  # the console wraps long lines
+    assert "not a git repository" in said and "never gets a pull request" in said

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 from helpers import Workspace, executions, job_toml, sim, stop_process, wait_for
+from sqlmodel import select
 
+from relay_engine.agent_status import known_agents
 from relay_engine.engines import age_text, capacity_cell, engine_rows
-from relay_engine.model import EngineRecord
+from relay_engine.model import AgentRecord, EngineRecord
 from relay_engine.store import default_db_url
 
 LEASE = 3.0
@@ -133,3 +135,33 @@ def test_engines_on_a_database_no_engine_used_says_how_to_start_one(workspace: W
     result = workspace.cli("engines")
     assert result.returncode == 0, result.stderr
     assert "no engines yet" in result.stdout
+
+
+def test_an_agent_no_running_engine_defines_is_no_longer_listed(workspace: Workspace) -> None:
+    """Agent rows belong to their engine: when the next engine joins, the rows of engines
+    that stopped go, so an agent dropped from relay.toml leaves `relay agents`."""
+
+    def agents(*ids: str) -> list[dict[str, Any]]:
+        return [{"id": i, "provider": "sim", "roles": ["implementer"]} for i in ids]
+
+    workspace.configure(agents=agents("old", "kept"))
+    first = workspace.engine()
+    first.register()
+    first.shutdown(release=True)
+    store = workspace.store()
+    with store.read() as session:
+        assert [a.id for a in known_agents(session)] == ["kept", "old"]  # no engine runs now
+
+    workspace.configure(agents=agents("kept", "new"))
+    other_host = workspace.engine()  # a live peer keeps its own rows
+    other_host.register()
+    second = workspace.engine()
+    second.register()
+    try:
+        with store.read() as session:
+            assert [a.id for a in known_agents(session)] == ["kept", "new"]
+            rows = session.exec(select(AgentRecord.engine_id)).all()
+        assert set(rows) == {other_host.id, second.id}
+    finally:
+        second.shutdown(release=True)
+        other_host.shutdown(release=True)

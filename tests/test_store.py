@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from helpers import Workspace, job_toml, sim
+from helpers import Workspace, job_toml
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.model import (
@@ -71,28 +68,6 @@ def test_status_answers_while_another_process_holds_the_write_lock(
         holder.close()
 
 
-@pytest.fixture
-def read_only_workspace(sqlite_workspace: Workspace, tmp_path: Path) -> Iterator[Workspace]:
-    """The workspace, seen through a read-only bind mount."""
-    sqlite_workspace.submit(job_toml("j", [{"id": "t", "sim": sim(0.05)}]))
-    assert sqlite_workspace.cli("run", "--until-idle", "--quiet").returncode == 0
-    view = tmp_path / "read-only"
-    view.mkdir()
-    mounts = (
-        ["mount", "--bind", str(sqlite_workspace.path), str(view)],
-        ["mount", "-o", "remount,bind,ro", str(view)],
-    )
-    for argv in mounts:
-        result = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            subprocess.run(["umount", str(view)], capture_output=True, check=False)
-            pytest.skip(f"cannot make a read-only bind mount here: {result.stderr.strip()}")
-    try:
-        yield Workspace(view)
-    finally:
-        subprocess.run(["umount", "-l", str(view)], check=False)
-
-
 def test_a_read_only_workspace_still_shows_status_and_events(
     read_only_workspace: Workspace,
 ) -> None:
@@ -116,14 +91,16 @@ def test_connections_the_server_dropped_are_replaced_without_an_error(pg_url: st
     its pooled connections are checked after sitting idle and replaced before use. Without
     the idle wait at most one transaction fails, and the next one works."""
     import psycopg
-    from conftest import _psycopg_conninfo
     from sqlalchemy import text
+    from sqlalchemy.engine import make_url
 
     store = Store(pg_url)
     database = store.url.rsplit("/", 1)[1]
+    admin_url = make_url(pg_url).set(drivername="postgresql", database="postgres")
 
     def drop_every_connection() -> int:
-        with psycopg.connect(_psycopg_conninfo(pg_url, "postgres"), autocommit=True) as admin:
+        conninfo = admin_url.render_as_string(hide_password=False)
+        with psycopg.connect(conninfo, autocommit=True) as admin:
             query = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
             return len(admin.execute(query, (database,)).fetchall())
 

@@ -13,11 +13,13 @@ from console_helpers import (
     wait_loaded,
     wait_until,
 )
+from helpers import Workspace
 
 from relay_engine.store import Store, record_event
 from relay_tui import cli
 from relay_tui.app import RelayApp
 from relay_tui.sample import NOW, write_sample
+from relay_tui.screens.modals import BudgetScreen
 
 
 def toasts(app: RelayApp) -> list[tuple[str, str]]:
@@ -101,3 +103,22 @@ def test_a_crash_writes_its_traceback_and_exits_non_zero(
     report = Path(error.split("The traceback is in ")[1].split("\n")[0])
     assert report.parent == tmp_path / ".relay" / "logs"
     assert "boom in the console" in report.read_text() and "action_help" in report.read_text()
+
+
+@run_async
+async def test_a_read_only_workspace_is_watched_and_commands_say_why_they_cannot_go(
+    read_only_workspace: Workspace,
+) -> None:
+    """No embedded engine on a database we may not write (it would fail on its first
+    write): the console watches, says so in its header, and a command names the reason."""
+    app = RelayApp(read_only_workspace.path, blink=False)
+    assert app.engine is None and app.attached
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_loaded(pilot)
+        assert "read-only · relay.db" in header(app)
+        await cursor_to(pilot, "job:j")
+        await pilot.press("b")  # raise its budget: a command like any other
+        await wait_until(pilot, lambda: isinstance(app.screen, BudgetScreen))
+        await pilot.press("5", "enter")
+        await wait_until(pilot, lambda: any("is read-only here" in m for _, m in toasts(app)))
+    assert app.return_code in (None, 0)
