@@ -15,6 +15,9 @@ held its locks, p50/p99 over every claim of every engine (target: p99 <= 20 ms),
 the machine's CPU went per task: the engines, the supervisors and agents they reaped,
 PostgreSQL, and what stayed idle. Never asserts; not part of the test suite.
 
+``RELAY_BENCH_PROFILE=PATH`` has each engine write a cProfile of its engine thread's CPU time
+to ``PATH.<pid>`` (read them together with ``pstats.Stats(*glob.glob("PATH.*"))``).
+
 Claim timing comes from outside the engine: each engine process is this script in
 ``--engine`` mode, which wraps ``dispatch.claim_batch`` and watches the statements it runs,
 then hands over to the real ``relay run``. See :func:`install_claim_timing`.
@@ -286,7 +289,19 @@ def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
     for r in results[1:]:
         n = r["engines"]
         print(f"ratio {n} engines / {results[0]['engines']} engine: {r['rate'] / base:.2f}")
+    print(
+        f"ceiling on this machine: {ceiling(results[0]['cpu']):.2f} (the most any engine count "
+        "could reach over the base if it cost no more CPU per task: the base's share of idle "
+        "CPU is all there is to gain)"
+    )
     print("targets: 4/1 ratio >= 1.6, p99 lock hold <= 20 ms")
+
+
+def ceiling(cpu: dict[str, float]) -> float:
+    """All the machine's CPU over what the base run kept busy."""
+    total = sum(cpu.values())
+    busy = total - cpu["idle"]
+    return total / busy if busy > 0 else float("inf")
 
 
 def main() -> None:
