@@ -289,7 +289,8 @@ class MainScreen(Screen[None]):
 
     def close_filter(self, *, clear: bool) -> None:
         box = self.query_one("#filter", Input)
-        if clear:
+        if clear:  # what escape clears is the filter of the pane it is pressed on
+            self.set_class(self.active == "events", "-searching")
             box.value = ""
             self._query_changed("")
         self.set_class(bool(box.value) and self.active != "events", "-filtering")

@@ -113,6 +113,21 @@ async def test_filter_by_state_and_text(sample_app: RelayApp) -> None:
         await wait_until(pilot, lambda: [k for k in table.row_keys if "/" in k] == ["search/ui"])
 
 
+@run_async
+async def test_escape_clears_the_filter_of_the_pane_it_is_pressed_on(sample_app: RelayApp) -> None:
+    """Searching the events pane, then going back to the jobs pane: escape there clears the
+    task filter (it used to clear only the event search, leaving rows hidden for good)."""
+    async with sample_app.run_test(size=(120, 40)) as pilot:
+        await wait_loaded(pilot)
+        table = sample_app.main_screen.query_one(JobsTable)
+        everything = table.row_keys
+        await pilot.press("slash", *"failed", "enter")
+        await wait_until(pilot, lambda: table.row_keys != everything)
+        await pilot.press("5", "slash", *"merged", "escape")  # search the events, then clear it
+        await pilot.press("1", "escape")
+        await wait_until(pilot, lambda: table.row_keys == everything)
+
+
 def shown_panes(app: RelayApp) -> set[str]:
     main = app.main_screen
     return {name for name, _title in PANES if main.query_one(f"#{name}-pane").display}

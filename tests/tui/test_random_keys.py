@@ -12,11 +12,13 @@ from live_helpers import churn_tasks, live_app, live_workspace, quit_app, submit
 from test_live_keys import SEED, back_to_main
 from textual.pilot import Pilot
 from textual.screen import Screen
+from textual.widgets import Input
 
 from relay_tui.app import RelayApp
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
+from relay_tui.widgets.live_table import LiveTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -35,7 +37,17 @@ async def open_screen(pilot: Pilot[None], app: RelayApp, kind: type[Screen[None]
     if kind is MainScreen:
         return
     row = "churn/t00" if kind is DetailScreen else "job:churn"
-    await cursor_to(pilot, row)
+    try:
+        await cursor_to(pilot, row)
+    except AssertionError as error:
+        main = app.main_screen
+        jobs = main.query_one("#jobs", LiveTable)
+        filter_text = main.query_one("#filter", Input).value
+        raise AssertionError(
+            f"seed {SEED}: {error}; the jobs pane has {len(jobs.row_keys)} rows "
+            f"(first {list(jobs.row_keys)[:4]}), filter {filter_text!r}, "
+            f"toasts {[n.message for n in app._notifications][-5:]}"
+        ) from None
     await type_keys(pilot, "enter")
     try:
         await wait_until(pilot, lambda: isinstance(app.screen, kind))
