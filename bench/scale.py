@@ -115,10 +115,8 @@ def engine_main(argv: list[str]) -> int:
     if not profile_to:
         return main(argv)
     import cProfile
-    import signal
 
-    profiler = cProfile.Profile(time.thread_time)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    profiler = cProfile.Profile(time.thread_time)  # relay run stops cleanly on SIGTERM
     profiler.enable()
     try:
         return main(argv)

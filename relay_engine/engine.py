@@ -225,14 +225,14 @@ class Engine:
             self._mirror_agents(session, self.clock())
 
     def _mirror_agents(self, session: Session, now: float) -> None:
-        engine = self.config.engine
+        settings = self.config.engine
         assignments.sync_agents(
             session,
             self.config.agents,
             now,
             engine_id=self.id,
-            slots=engine.max_concurrent_agents,
-            lease_s=engine.lease_seconds,
+            slots=settings.max_concurrent_agents,
+            lease_s=settings.lease_seconds,
         )
 
     def shutdown(self, *, release: bool) -> None:

@@ -135,13 +135,11 @@ def _ping_when_idle(engine: SAEngine) -> SAEngine:
     pooled connection older than the failure.
     """
 
-    @sa_event.listens_for(engine.pool, "connect")
-    def _fresh(_dbapi: Any, record: Any) -> None:
+    def _stamp(_dbapi: Any, record: Any) -> None:
         record.info["returned_at"] = time.monotonic()
 
-    @sa_event.listens_for(engine.pool, "checkin")
-    def _returned(_dbapi: Any, record: Any) -> None:
-        record.info["returned_at"] = time.monotonic()
+    sa_event.listen(engine.pool, "connect", _stamp)  # a new connection is alive
+    sa_event.listen(engine.pool, "checkin", _stamp)
 
     @sa_event.listens_for(engine.pool, "checkout")
     def _check(dbapi_connection: Any, record: Any, _proxy: Any) -> None:

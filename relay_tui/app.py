@@ -152,12 +152,14 @@ class RelayApp(OperatorActions, JobActions, App[None]):
     @work(thread=True, group="commands", exit_on_error=False)
     def send_command(self, kind: str, payload: dict[str, Any]) -> None:
         """Store the command (the engine's inbox when embedded) and watch for its outcome."""
+        if self.store.readonly:
+            why = (
+                f"{self.store.where} is read-only here: watch only, commands need a "
+                "writable database"
+            )
+            self.post_message(CommandQueued(kind, payload, None, why))
+            return
         try:
-            if self.store.readonly:
-                raise PermissionError(
-                    f"{self.store.where} is read-only here: watch only, commands need a "
-                    "writable database"
-                )
             if self.engine is not None:
                 command_id = self.engine.submit(kind, payload)
             else:
@@ -298,10 +300,11 @@ class RelayApp(OperatorActions, JobActions, App[None]):
             self.notify(text, title=kind, severity=severity)  # type: ignore[arg-type]
 
     def mode_label(self) -> str:
+        database = Path(self.store.display_url().split("///")[-1]).name
         if self.store.readonly:
-            return f"read-only · {Path(self.store.display_url().split('///')[-1]).name}"
+            return f"read-only · {database}"
         if self.attached:
-            return f"attached · {Path(self.store.display_url().split('///')[-1]).name}"
+            return f"attached · {database}"
         if self.engine is not None and not self.engine.running and self.engine.engine:
             return "embedded engine stopped"
         return "demo" if self.demo else "embedded"
