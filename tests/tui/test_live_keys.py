@@ -29,7 +29,10 @@ from relay_tui.screens.modals import ConfirmScreen, Dialog, PinScreen, ReplanScr
 
 pytestmark = pytest.mark.timeout(240)
 
-NAV_KEYS = ("down", "up", "j", "k", "down", "j", "1", "2", "2", "4", "tab", "home", "end", "G")
+NAV_KEYS = ("down", "up", "j", "k", "down", "j", "home", "end", "G")
+PANE_KEYS = ("1", "2", "4", "tab")
+"""Each round starts on the next of these (jobs, running, planner, the pane after): a random
+pick could leave a pane with too few rounds to check (seed 4606 gave jobs one)."""
 ACTION_KEYS = ("c", "a", "p", "enter", "r")
 SEED = int(os.environ.get("RELAY_TEST_SEED", time.time_ns() % 10_000))
 
@@ -98,7 +101,10 @@ def check_opened(app: RelayApp, action: str, task: str | None, job: str | None) 
     return False
 
 
-async def one_round(pilot: Pilot[None], app: RelayApp, rng: random.Random) -> tuple[bool, str]:
+async def one_round(
+    pilot: Pilot[None], app: RelayApp, rng: random.Random, pane_key: str
+) -> tuple[bool, str]:
+    await pilot.press(pane_key)
     for _ in range(rng.randint(0, 4)):
         await pilot.press(rng.choice(NAV_KEYS))
         if rng.random() < 0.5:
@@ -137,8 +143,8 @@ async def test_keys_act_on_the_focused_cursor_row_while_rows_churn(tmp_path: Pat
     opened_in: dict[str, int] = {}
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_until(pilot, lambda: app.snapshot is not None and bool(app.snapshot.runs))
-        for _ in range(45):
-            opened, pane = await one_round(pilot, app, rng)
+        for number in range(45):
+            opened, pane = await one_round(pilot, app, rng, PANE_KEYS[number % len(PANE_KEYS)])
             if opened:
                 opened_in[pane] = opened_in.get(pane, 0) + 1
         await quit_app(pilot, app)
