@@ -36,9 +36,9 @@ from textual.widgets import DataTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from relay_engine.config import default_config
-from relay_engine.model import Event, Job, Task
-from relay_engine.store import Store
+from relay_engine.contracts.config import default_config
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Event, Job, Task
 from relay_tui.app import RelayApp
 from relay_tui.widgets.panes import JobsTable
 

@@ -26,9 +26,9 @@ import tomli_w
 from sqlalchemy import func, insert
 from sqlmodel import select
 
-from relay_engine.engine import Engine
-from relay_engine.model import Job, Task
-from relay_engine.store import Store
+from relay_engine.loop.engine import Engine
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Job, Task
 
 SIZES = (500, 10_000)
 

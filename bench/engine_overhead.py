@@ -26,11 +26,11 @@ from pathlib import Path
 
 import tomli_w
 
-from relay_engine.engine import Engine
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.status import status_report
-from relay_engine.store import Store
+from relay_engine.cli.status import status_report
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.loop.engine import Engine
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.db import Store
 
 
 def sim_script(duration: float) -> dict[str, object]:
@@ -83,7 +83,7 @@ def run_baseline(root: Path, tasks: int, capacity: int, duration: float) -> floa
     prompt = out / "prompt.md"
     prompt.write_text("do the thing\n")
     env = {**os.environ, "RELAY_SIM_SCRIPT": json.dumps(sim_script(duration))}
-    argv = [sys.executable, "-m", "relay_engine.sim_agent", "--prompt-file", str(prompt)]
+    argv = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--prompt-file", str(prompt)]
 
     def one(i: int) -> int:
         with open(out / f"{i}.out", "wb") as stdout:

@@ -46,8 +46,8 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from relay_engine.model import EngineRecord, Execution
-from relay_engine.store import Store
+from relay_engine.store.db import Store
+from relay_engine.store.schema import EngineRecord, Execution
 
 CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
 LOCK_STATEMENT = "pg_advisory_xact_lock"  # a fleet-wide cap's lock, when one is set
@@ -59,10 +59,10 @@ LOCK_STATEMENT = "pg_advisory_xact_lock"  # a fleet-wide cap's lock, when one is
 # Hold time = from the moment the claim owns its locks (the end of the global advisory-lock
 # statement when there is one, else the start of its first statement, whose row locks it
 # keeps) to the end of the commit. Proposal for the engine: time the same span in
-# claim_batch and log it (e.g. a `relay_engine.dispatch.timing` logger at DEBUG, or an
+# claim_batch and log it (e.g. a `relay_engine.loop.dispatch.timing` logger at DEBUG, or an
 # `RELAY_CLAIM_TIMING=path` JSONL file), so this wrapper can go.
 def install_claim_timing(log_path: Path) -> None:
-    from relay_engine import dispatch
+    from relay_engine.loop import dispatch
 
     state = threading.local()
     original = dispatch.claim_batch
@@ -109,7 +109,7 @@ def _log_claim(path: Path, statements: list[list[Any]], started: float, ended: f
 def engine_main(argv: list[str]) -> int:
     """``--engine``: one real ``relay run`` with the claim timing installed."""
     install_claim_timing(Path(os.environ[CLAIM_LOG_ENV]))
-    from relay_engine.cli import main
+    from relay_engine.cli.main import main
 
     profile_to = os.environ.get("RELAY_BENCH_PROFILE")
     if not profile_to:

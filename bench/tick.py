@@ -25,11 +25,11 @@ from pathlib import Path
 import tomli_w
 from sqlalchemy import insert
 
-from relay_engine.engine import Engine
-from relay_engine.model import EngineRecord, Event, Execution, Job, Task
-from relay_engine.registry import this_host
-from relay_engine.runner import process_start_time
-from relay_engine.store import Store
+from relay_engine.agents.runner import process_start_time
+from relay_engine.loop.engine import Engine
+from relay_engine.store.db import Store
+from relay_engine.store.registry import this_host
+from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 
 RUNNING, QUEUED, DRAFT = 100, 50, 50
 JOB_SIZE = 500

@@ -20,8 +20,8 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
-from relay_engine.config import RelayConfig, load_config
-from relay_engine.store import Store
+from relay_engine.contracts.config import RelayConfig, load_config
+from relay_engine.store.db import Store
 from relay_tui.actions import JOB_FINISHED, OperatorActions
 from relay_tui.commands import RelayCommands
 from relay_tui.crash import write_crash_report

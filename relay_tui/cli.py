@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from relay_engine.config import ConfigError
-from relay_engine.store import SchemaError
+from relay_engine.contracts.config import ConfigError
+from relay_engine.store.db import SchemaError
 from relay_tui.crash import crash_message
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ from string import Template
 
 import tomli_w
 
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.store import Store
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.db import Store
 
 LIMIT_RESETS_AFTER_S = 70
 BILLING_BUDGET_USD = 0.006
@@ -32,7 +32,7 @@ BILLING_BUDGET_USD = 0.006
 
 
 def relay_toml() -> str:
-    sim = [sys.executable, "-m", "relay_engine.sim_agent", "--format"]
+    sim = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format"]
     agents = (
         ("claude-a", "claude", ["implementer", "reviewer"]),
         ("codex-b", "codex", ["implementer", "tester", "reviewer"]),

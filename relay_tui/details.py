@@ -7,10 +7,10 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from relay_engine.engines import EngineRow, job_engines
-from relay_engine.model import Event, Execution, Job, Plan, Review, Task
-from relay_engine.pulls import pull_summaries
-from relay_engine.store import Store
+from relay_engine.ops.pulls import pull_summaries
+from relay_engine.store.db import Store
+from relay_engine.store.engines import EngineRow, job_engines
+from relay_engine.store.schema import Event, Execution, Job, Plan, Review, Task
 from relay_tui.projection import event_view
 from relay_tui.reads import spend_by
 from relay_tui.views import NO_SPEND, EventView, SpendView

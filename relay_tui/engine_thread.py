@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relay_engine.config import RelayConfig
-from relay_engine.store import Store
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.store.db import Store
 
 STOP_TIMEOUT = 20.0
 
 
 class EngineThread:
-    """Runs :class:`relay_engine.engine.Engine` in a daemon thread.
+    """Runs :class:`relay_engine.loop.engine.Engine` in a daemon thread.
 
     ``on_change`` is called (from the engine thread) whenever a tick changed something, and
     ``on_stopped`` once when the loop has ended, with the error that ended it or None.
@@ -55,7 +55,7 @@ class EngineThread:
     def _run(self) -> None:
         error: str | None = None
         try:
-            from relay_engine.engine import Engine
+            from relay_engine.loop.engine import Engine
 
             engine = Engine(self.workspace, store=self.store, config=self.config)
             engine.subscribe(self._on_change)

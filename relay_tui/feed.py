@@ -11,8 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from relay_engine.config import RelayConfig
-from relay_engine.store import Store
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.store.db import Store
 from relay_tui.projection import Projection
 from relay_tui.views import Snapshot
 

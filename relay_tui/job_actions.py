@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from relay_engine.pulls import no_pull_reason
+from relay_engine.ops.pulls import no_pull_reason
 from relay_tui.screens.modals import BudgetScreen, ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
 from relay_tui.views import JobView, ReviewView

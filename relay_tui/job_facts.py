@@ -10,10 +10,10 @@ from typing import Any
 
 from rich.text import Text
 
-from relay_engine.budgets import Cap, Spend, judge
-from relay_engine.engines import EngineRow, age_text
-from relay_engine.model import Job, Review
-from relay_engine.review import finding_lines
+from relay_engine.contracts.review import finding_lines
+from relay_engine.ops.budgets import Cap, Spend, judge
+from relay_engine.store.engines import EngineRow, age_text
+from relay_engine.store.schema import Job, Review
 from relay_tui.spend import LEVEL_STATES, budget_bar, spend_line
 from relay_tui.views import BudgetView, SpendView
 from relay_tui.widgets.style import styled

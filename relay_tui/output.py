@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from relay_engine.adapters.base import LineBuffer
+from relay_engine.agents.adapters.base import LineBuffer
 from relay_tui.stream import StreamItem, parse_line
 
 STDOUT_NAME = "stdout.txt"

@@ -18,10 +18,11 @@ from types import MappingProxyType
 
 from sqlmodel import Session, col, func, select
 
-from relay_engine.agent_status import known_agents
-from relay_engine.config import RelayConfig
-from relay_engine.engines import RECENT_SECONDS
-from relay_engine.model import (
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops.agents import known_agents
+from relay_engine.store.db import Store
+from relay_engine.store.engines import RECENT_SECONDS
+from relay_engine.store.schema import (
     Command,
     EngineRecord,
     Event,
@@ -31,7 +32,6 @@ from relay_engine.model import (
     ProviderLimit,
     Task,
 )
-from relay_engine.store import Store
 from relay_tui.reads import agent_views, job_views, spend_by
 from relay_tui.views import (
     NO_SPEND,

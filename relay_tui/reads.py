@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from relay_engine import budgets
-from relay_engine.agent_status import agent_rows
-from relay_engine.config import RelayConfig
-from relay_engine.model import Execution, Job
-from relay_engine.pulls import pull_summaries
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops import budgets
+from relay_engine.ops.agents import agent_rows
+from relay_engine.ops.pulls import pull_summaries
+from relay_engine.store.schema import Execution, Job
 from relay_tui.views import (
     NO_SPEND,
     AgentStatusView,

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from relay_engine.model import (
+from relay_engine.store.db import Store
+from relay_engine.store.schema import (
     AgentRecord,
     Event,
     Execution,
@@ -22,7 +23,6 @@ from relay_engine.model import (
     ProviderLimit,
     Task,
 )
-from relay_engine.store import Store
 from relay_tui import sample_jobs
 from relay_tui.sample_jobs import NOW
 from relay_tui.sample_repo import codex_lines, write_sample_repo

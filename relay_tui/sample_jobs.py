@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay_engine.model import (
+from relay_engine.store.schema import (
     AgentRecord,
     AgentStatus,
     Event,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from git import Repo
 
-from relay_engine.workspace import job_branch, task_branch
+from relay_engine.git.worktrees import job_branch, task_branch
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "relay sample",

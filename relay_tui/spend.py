@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from relay_engine.usage import UsageRecord
+from relay_engine.store.usage import UsageRecord
 from relay_tui.views import BudgetView, SpendView
 
 BLOCKS = " ▁▂▃▄▅▆▇█"

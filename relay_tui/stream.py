@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from relay_engine.adapters.base import parse_json_line
+from relay_engine.agents.adapters.base import parse_json_line
 
 KINDS = ("message", "thinking", "tool", "file", "error", "result", "session", "text")
 TEXT_CAP = 4000

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from relay_engine.model import Task
+from relay_engine.store.schema import Task
 
 TEXT_KEPT = 1000
 """Errors and results are clipped in views (the detail screen reads them whole): 50,000
@@ -121,7 +121,7 @@ NO_SPEND = SpendView()
 
 @dataclass(frozen=True, slots=True)
 class BudgetView:
-    """Where a job's spend stands against its budget (``relay_engine.budgets.judge``)."""
+    """Where a job's spend stands against its budget (``relay_engine.ops.budgets.judge``)."""
 
     level: str = "none"  # none | ok | warning | exhausted
     text: str = ""
@@ -130,7 +130,7 @@ class BudgetView:
 
 @dataclass(frozen=True, slots=True)
 class PullView:
-    """A job's pull request as ``relay_engine.pulls.pull_summaries`` reports it."""
+    """A job's pull request as ``relay_engine.ops.pulls.pull_summaries`` reports it."""
 
     forge: str
     state: str
@@ -257,7 +257,7 @@ class ProviderView:
 
 @dataclass(frozen=True, slots=True)
 class AgentStatusView:
-    """One agent and whether it can work (``relay_engine.agent_status.AgentRow``), or
+    """One agent and whether it can work (``relay_engine.ops.agents.AgentRow``), or
     status "budget" when its (or its provider's) daily budget is spent."""
 
     id: str

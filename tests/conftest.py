@@ -56,7 +56,7 @@ def pg_url() -> Iterator[str]:
 
 
 def _reset_shared_database(url: str) -> str:
-    import relay_engine.model  # noqa: F401 - registers the tables on SQLModel.metadata
+    import relay_engine.store.schema  # noqa: F401 - registers the tables on SQLModel.metadata
 
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     SQLModel.metadata.drop_all(engine)

@@ -24,10 +24,10 @@ import psutil
 import tomli_w
 from sqlmodel import select
 
-from relay_engine.config import KNOWN_ROLES
-from relay_engine.engine import Engine
-from relay_engine.model import EngineRecord, Event, Execution, Job, Task
-from relay_engine.store import Store
+from relay_engine.contracts.config import KNOWN_ROLES
+from relay_engine.loop.engine import Engine
+from relay_engine.store.db import Store
+from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 
 # Events that end a task's hold on a slot (and on its workstream).
 SLOT_RELEASES = frozenset(
@@ -115,7 +115,7 @@ class Workspace:
         return Engine(self.path, store=self.store(), **kwargs)
 
     def cli_argv(self, *args: str) -> list[str]:
-        argv = [sys.executable, "-m", "relay_engine.cli", "--workspace", str(self.path)]
+        argv = [sys.executable, "-m", "relay_engine.cli.main", "--workspace", str(self.path)]
         if self.db_url:
             argv += ["--db", self.db_url]
         return [*argv, *args]

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from relay_engine.adapters import (
+from relay_engine.agents.adapters import (
     PROVIDERS,
     AgentReport,
     InvocationContext,
@@ -20,7 +20,7 @@ from relay_engine.adapters import (
     extract_json,
     get_adapter,
 )
-from relay_engine.adapters.base import LINE_CAP
+from relay_engine.agents.adapters.base import LINE_CAP
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -343,7 +343,7 @@ def test_long_or_dash_prompts_go_on_stdin(tmp_path: Path, provider: str, prompt:
 
 
 def test_command_override_keeps_provider_arguments(tmp_path: Path) -> None:
-    sim = ("python", "-m", "relay_engine.sim_agent", "--format", "claude")
+    sim = ("python", "-m", "relay_engine.agents.sim_agent", "--format", "claude")
     inv = get_adapter("claude").build(ctx(tmp_path, command=sim))
     assert inv.argv[: len(sim)] == list(sim)
     assert inv.argv[len(sim) :][:2] == ["-p", "Fix the parser"]
@@ -421,7 +421,7 @@ def test_sim_argv(tmp_path: Path) -> None:
     assert inv.argv == [
         sys.executable,
         "-m",
-        "relay_engine.sim_agent",
+        "relay_engine.agents.sim_agent",
         "--prompt-file",
         str(tmp_path / "prompt.md"),
     ]

@@ -27,9 +27,9 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.agent_status import agent_rows
-from relay_engine.completion import record_limit
-from relay_engine.model import AgentStatus, Task
+from relay_engine.ops.agents import agent_rows
+from relay_engine.ops.completion import record_limit
+from relay_engine.store.schema import AgentStatus, Task
 
 HERE = Path(__file__).resolve().parent
 REPLAY = [sys.executable, str(HERE / "replay_cli.py")]
@@ -196,7 +196,7 @@ def test_a_limit_reset_already_past_launches_at_most_twice_a_minute(tmp_path: Pa
     agent = {
         "id": "claude-main",
         "provider": "claude",
-        "command": [sys.executable, "-m", "relay_engine.sim_agent", "--format", "claude"],
+        "command": [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format", "claude"],
     }
     workspace.configure(agents=[agent])
     # the CLI says "limited until an hour ago" on every run (no until_epoch: it never stops)

@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay_engine.availability import (
+from relay_engine.core.availability import (
     PROBE_MAX_S,
     Availability,
     after_failure,
     is_available,
     probe_delay,
 )
-from relay_engine.failures import AgentFailure, FailureClass
-from relay_engine.limits import MIN_WAIT_S, backoff_reset, detect_limit, effective_reset
-from relay_engine.selection import AgentFacts, Park, Selected, select_agent
+from relay_engine.core.failures import AgentFailure, FailureClass
+from relay_engine.core.limits import MIN_WAIT_S, backoff_reset, detect_limit, effective_reset
+from relay_engine.core.selection import AgentFacts, Park, Selected, select_agent
 
 NOW = 1_800_000_000.0
 AUTH = AgentFailure(FailureClass.AUTH, "Not logged in · Please run /login", "run claude")

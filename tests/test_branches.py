@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from gitrepos import Repos, git, make_repos
 
-from relay_engine import branches
-from relay_engine.config import GitConfig
-from relay_engine.forges import ForgeError, MergeKind, PullRef
-from relay_engine.forges.local import LocalForge
-from relay_engine.states import PullState
-from relay_engine.workspace import (
+from relay_engine.contracts.config import GitConfig
+from relay_engine.core.states import PullState
+from relay_engine.git import branches
+from relay_engine.git.forges import ForgeError, MergeKind, PullRef
+from relay_engine.git.forges.local import LocalForge
+from relay_engine.git.worktrees import (
     WorkspaceError,
     Worktrees,
     ensure_job_branch,

@@ -6,7 +6,7 @@ from helpers import Workspace, executions, jobs, pid_gone, running_engine, tasks
 from sqlmodel import select
 from test_planning_engine import DONE, plan_of, planned_job, work
 
-from relay_engine.model import Execution, Plan
+from relay_engine.store.schema import Execution, Plan
 
 
 def running_planner(ws: Workspace) -> Execution | None:

@@ -25,11 +25,11 @@ from helpers import (
 )
 from sqlmodel import select
 
-from relay_engine.jobfile import parse_job_text
-from relay_engine.jobs import submit_job
-from relay_engine.model import Plan, ProviderSession
+from relay_engine.contracts.job_file import parse_job_text
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.schema import Plan, ProviderSession
 
-CLAUDE_SIM = [sys.executable, "-m", "relay_engine.sim_agent", "--format", "claude"]
+CLAUDE_SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format", "claude"]
 
 
 def claude_agent(agent_id: str = "claude-a", **extra: Any) -> dict[str, Any]:

@@ -35,8 +35,8 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.runner import tagged_processes
-from relay_engine.store import Store
+from relay_engine.agents.runner import tagged_processes
+from relay_engine.store.db import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -28,7 +28,7 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.model import Job
+from relay_engine.store.schema import Job
 
 WORKSTREAMS = ("api", "ui", "data")
 
@@ -141,7 +141,7 @@ def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> 
 
     # Retrying the blocker unblocks its dependents, each with an event of its own, so a
     # console that reloads only the rows events name shows them unblocked at once.
-    from relay_engine import commands
+    from relay_engine.ops import commands
 
     store.enqueue_command("retry", {"task": "fail/broken"})
     commands.apply_pending(store, "test", now=1.0)

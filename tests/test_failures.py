@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from relay_engine.adapters import get_adapter
-from relay_engine.failures import (
+from relay_engine.agents.adapters import get_adapter
+from relay_engine.core.failures import (
     ExitEvidence,
     FailureClass,
     auth,
@@ -24,7 +24,7 @@ from relay_engine.failures import (
     rejected,
     unreachable,
 )
-from relay_engine.outcomes import ExitFacts, Outcome, OutcomeKind, ends_session, judge_exit
+from relay_engine.core.outcomes import ExitFacts, Outcome, OutcomeKind, ends_session, judge_exit
 
 REALCLI = Path(__file__).parent / "fixtures" / "realcli"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import Workspace, cli_env, job_toml, relay_toml
 
-from relay_engine.model import Task
-from relay_engine.store import Store
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Task
 
 DOTTED_KEYS = '[job]\nid = "bomb"\n' + "a" + ".a" * 50_000 + " = 1\n"
 NESTED = '[job]\nid = "bomb"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n"
@@ -135,8 +135,8 @@ PARSE = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from relay_engine.config import ConfigError, load_config
-    from relay_engine.jobfile import JobFileError, load_job_file
+    from relay_engine.contracts.config import ConfigError, load_config
+    from relay_engine.contracts.job_file import JobFileError, load_job_file
     started = time.perf_counter()
     try:
         load_job_file(Path(sys.argv[1]))

@@ -18,10 +18,10 @@ from gitrepos import git
 from helpers import Workspace, events, executions, init_repo, job_toml, sim, tasks
 from sqlmodel import select
 
-from relay_engine.engine import Engine
-from relay_engine.model import EngineRecord, Execution, Memory, Task
-from relay_engine.reclaim import recover_tasks
-from relay_engine.store import Store
+from relay_engine.loop.engine import Engine
+from relay_engine.loop.reclaim import recover_tasks
+from relay_engine.store.db import Store
+from relay_engine.store.schema import EngineRecord, Execution, Memory, Task
 
 
 @pytest.fixture

@@ -37,9 +37,9 @@ from test_pull_requests import (
     wait_state,
 )
 
-from relay_engine.config import GitConfig
-from relay_engine.forges import ForgeError, PullRef
-from relay_engine.forges.github import VIEW_FIELDS, GitHubForge
+from relay_engine.contracts.config import GitConfig
+from relay_engine.git.forges import ForgeError, PullRef
+from relay_engine.git.forges.github import VIEW_FIELDS, GitHubForge
 
 STANDIN = Path(__file__).parent / "fixtures" / "gh"
 OWNER_REPO = "octo/demo"

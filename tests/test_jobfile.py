@@ -7,8 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay_engine.jobfile import JobFileError, JobSpec, load_job_file, parse_job_text
-from relay_engine.taskdefs import TaskDef, definition_hash, find_cycles, validate_graph
+from relay_engine.contracts.job_file import JobFileError, JobSpec, load_job_file, parse_job_text
+from relay_engine.contracts.task_definitions import (
+    TaskDef,
+    definition_hash,
+    find_cycles,
+    validate_graph,
+)
 
 FULL = """
 [job]

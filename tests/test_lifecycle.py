@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay_engine.lifecycle import (
+from relay_engine.core.lifecycle import (
     MAX_REBASES,
     Action,
     Decision,
@@ -19,7 +19,7 @@ from relay_engine.lifecycle import (
     ReviewFacts,
     decide,
 )
-from relay_engine.states import (
+from relay_engine.core.states import (
     JOB_TRANSITIONS,
     PULL_TRANSITIONS,
     IllegalTransition,

@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from relay_engine.limits import (
+from relay_engine.core.limits import (
     LimitSignal,
     backoff_reset,
     detect_limit,

@@ -27,10 +27,10 @@ from helpers import (
 )
 from sqlmodel import select
 
-from relay_engine.config import load_config
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.model import Assignment, Command
+from relay_engine.contracts.config import load_config
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.schema import Assignment, Command
 
 RESET_S = 8  # the reset is this far ahead: long enough to look at the parked state, even
 # on a loaded machine (the checks read `relay status --json`, a subprocess)
@@ -39,7 +39,7 @@ RESET_S = 8  # the reset is this far ahead: long enough to look at the parked st
 def sim_agent(agent_id: str, provider: str, roles: list[str], **extra: Any) -> dict[str, Any]:
     """An agent of ``provider`` whose CLI is the sim speaking that provider's output."""
     fmt = provider if provider in ("claude", "codex", "gemini") else "plain"
-    command = [sys.executable, "-m", "relay_engine.sim_agent", "--format", fmt]
+    command = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format", fmt]
     return {"id": agent_id, "provider": provider, "roles": roles, "command": command, **extra}
 
 

@@ -22,9 +22,9 @@ from helpers import Workspace
 from sqlalchemy import create_engine, text
 from sqlmodel import SQLModel, select
 
-from relay_engine import migrate
-from relay_engine.model import EngineRecord, Job, SchemaInfo, Task
-from relay_engine.store import SchemaError, Store
+from relay_engine.store import migrate
+from relay_engine.store.db import SchemaError, Store
+from relay_engine.store.schema import EngineRecord, Job, SchemaInfo, Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release-0.1.0"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import Workspace, events, job_toml, run_until_idle, sim
 
-from relay_engine import notify
-from relay_engine.notify import Destination, wanted
+from relay_engine.loop import notify
+from relay_engine.loop.notify import Destination, wanted
 
 KINDS = ["task.succeeded", "task.failed", "job.finished"]
 

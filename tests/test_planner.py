@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from relay_engine.planner import (
+from relay_engine.contracts.planner import (
     AssessorResult,
     PlanAccepted,
     PlannerResult,
@@ -18,8 +18,8 @@ from relay_engine.planner import (
     validate_assessor_output,
     validate_planner_output,
 )
-from relay_engine.states import TaskState
-from relay_engine.taskdefs import TaskDef, definition_hash
+from relay_engine.contracts.task_definitions import TaskDef, definition_hash
+from relay_engine.core.states import TaskState
 
 ROLES = {"implementer", "reviewer"}
 

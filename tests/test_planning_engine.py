@@ -33,7 +33,7 @@ from helpers import (
 )
 from sqlmodel import select
 
-from relay_engine.model import Command, Execution, Job, Plan
+from relay_engine.store.schema import Command, Execution, Job, Plan
 
 
 def planned_job(

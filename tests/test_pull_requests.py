@@ -29,12 +29,12 @@ from helpers import (
 )
 from sqlmodel import select
 
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.model import Job, Plan, PullRequest, Review, Task
-from relay_engine.pulls import lifecycle_facts
-from relay_engine.pullstep import PullRequests
-from relay_engine.store import Store
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.loop.pullstep import PullRequests
+from relay_engine.ops.jobs import submit_job
+from relay_engine.ops.pulls import lifecycle_facts
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Job, Plan, PullRequest, Review, Task
 
 FAST_GIT = {"check_seconds": 0.2}
 REVIEW_FINDING = {"file": "greet.py", "line": 1, "severity": "major", "text": "handle empty names"}

@@ -7,8 +7,8 @@ import time
 from helpers import Workspace
 from sqlalchemy import insert
 
-from relay_engine import dispatch
-from relay_engine.model import Job, Task
+from relay_engine.loop import dispatch
+from relay_engine.store.schema import Job, Task
 
 
 def queued_rows(count: int, now: float, **fields: object) -> list[dict[str, object]]:

@@ -23,8 +23,8 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.model import EngineRecord, Execution, Task
-from relay_engine.store import Store
+from relay_engine.store.db import Store
+from relay_engine.store.schema import EngineRecord, Execution, Task
 
 
 def running_keys(store: Store) -> list[str]:

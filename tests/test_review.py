@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from relay_engine.planner import PlanRejected, TaskSummary
-from relay_engine.review import (
+from relay_engine.contracts.planner import PlanRejected, TaskSummary
+from relay_engine.contracts.review import (
     ReviewInput,
     ReviewResult,
     fix_guidance,
@@ -116,7 +116,7 @@ def run_sim(script: dict, cwd: Path) -> dict:
         "RELAY_RESULT_FILE": str(result_file),
     }
     subprocess.run(
-        [sys.executable, "-m", "relay_engine.sim_agent", "-p", "review"],
+        [sys.executable, "-m", "relay_engine.agents.sim_agent", "-p", "review"],
         cwd=cwd,
         env=env,
         check=True,

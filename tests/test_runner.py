@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from relay_engine.runner import (
+from relay_engine.agents.runner import (
     LaunchError,
     LaunchSpec,
     kill_process_group,
@@ -47,7 +47,7 @@ def sim_spec(
     )
     return LaunchSpec(
         execution_id=execution_id,
-        argv=[sys.executable, "-m", "relay_engine.sim_agent", *(extra_argv or [])],
+        argv=[sys.executable, "-m", "relay_engine.agents.sim_agent", *(extra_argv or [])],
         cwd=tmp_path,
         env=env,
         timeout_s=timeout_s,

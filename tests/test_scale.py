@@ -28,11 +28,11 @@ from helpers import (
 from sqlalchemy import create_engine, text
 from sqlmodel import select
 
-from relay_engine import dispatch
-from relay_engine.capacity import lock_key
-from relay_engine.model import Task
-from relay_engine.selection import Selected
-from relay_engine.store import Store
+from relay_engine.core.capacity import lock_key
+from relay_engine.core.selection import Selected
+from relay_engine.loop import dispatch
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Task
 
 pytestmark = pytest.mark.postgres
 

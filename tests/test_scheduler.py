@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay_engine.scheduler import (
+from relay_engine.core.scheduler import (
     DispatchPlan,
     TaskFacts,
     dispatch_order,
@@ -17,7 +17,7 @@ from relay_engine.scheduler import (
     scope_locks,
     waves,
 )
-from relay_engine.states import TaskState
+from relay_engine.core.states import TaskState
 
 Q = TaskState.QUEUED
 D = TaskState.DRAFT

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay_engine.selection import (
+from relay_engine.core.selection import (
     AgentFacts,
     NoAgent,
     Park,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-SIM = [sys.executable, "-m", "relay_engine.sim_agent"]
+SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent"]
 
 
 def run_sim(
@@ -267,10 +267,10 @@ def test_bad_script_is_reported(tmp_path: Path) -> None:
 
 def test_sim_imports_nothing_else_from_relay() -> None:
     code = (
-        "import sys, relay_engine.sim_agent;"
+        "import sys, relay_engine.agents.sim_agent;"
         "print(sorted(m for m in sys.modules if m.startswith('relay')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
-    assert out.stdout.strip() == "['relay_engine', 'relay_engine.sim_agent']"
+    assert out.stdout.strip() == "['relay_engine', 'relay_engine.agents.sim_agent']"

@@ -12,12 +12,12 @@ import pytest
 from helpers import Workspace, job_toml
 from sqlalchemy.exc import SQLAlchemyError
 
-from relay_engine.model import (
+from relay_engine.store.db import PING_AFTER_IDLE_S, Store, ensure_row
+from relay_engine.store.schema import (
     AgentRecord,
     ProviderLimit,
     Task,
 )
-from relay_engine.store import PING_AFTER_IDLE_S, Store, ensure_row
 
 
 def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Workspace) -> None:

@@ -28,7 +28,7 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.runner import (
+from relay_engine.agents.runner import (
     LaunchSpec,
     kill_execution,
     launch,
@@ -52,7 +52,7 @@ def spec_for(tmp_path: Path, script: dict[str, object], name: str) -> LaunchSpec
     env = {**os.environ, "RELAY_SIM_SCRIPT": json.dumps(script), "RELAY_TASK": "j/t"}
     return LaunchSpec(
         execution_id=execution_id,
-        argv=[sys.executable, "-m", "relay_engine.sim_agent"],
+        argv=[sys.executable, "-m", "relay_engine.agents.sim_agent"],
         cwd=tmp_path,
         env=env,
         timeout_s=60,
@@ -124,7 +124,7 @@ def test_recovery_kills_a_tree_from_the_record_and_the_tag_alone(tmp_path: Path)
 
 
 def test_an_argument_too_long_for_the_kernel_is_a_clear_launch_error(tmp_path: Path) -> None:
-    from relay_engine.runner import LaunchError
+    from relay_engine.agents.runner import LaunchError
 
     spec = spec_for(tmp_path, sim(0.1), "big-1")
     spec = LaunchSpec(**{**spec.__dict__, "argv": ["echo", "x" * (200 * 1024)]})

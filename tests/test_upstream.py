@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from helpers import Workspace, events, job_toml, jobs, run_until_idle, sim, tasks
 
-from relay_engine.jobfile import parse_job_text
-from relay_engine.states import IllegalTransition, JobState, check_job
-from relay_engine.upstream import Blocked, Ready, Waiting, batch_cycles, job_wait, task_wait
+from relay_engine.contracts.job_file import parse_job_text
+from relay_engine.core.states import IllegalTransition, JobState, check_job
+from relay_engine.ops.upstream import Blocked, Ready, Waiting, batch_cycles, job_wait, task_wait
 
 
 def started(ws: Workspace, key: str) -> float:
@@ -161,7 +161,7 @@ def test_bad_references_to_other_jobs_name_the_field(
 
 
 def test_planner_tasks_may_not_name_other_jobs(tmp_path: Path) -> None:
-    from relay_engine.planner import PlanAccepted, validate_planner_output
+    from relay_engine.contracts.planner import PlanAccepted, validate_planner_output
 
     raw = {
         "objective_status": "in_progress",

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import Workspace, executions, job_toml, run_until_idle
 
-from relay_engine.pricing import DEFAULT_PRICES, Price, execution_spend, price_for
-from relay_engine.usage import GROUPINGS, UsageRecord, rollup, total
+from relay_engine.contracts.pricing import DEFAULT_PRICES, Price, execution_spend, price_for
+from relay_engine.store.usage import GROUPINGS, UsageRecord, rollup, total
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 REPLAY = "import sys; sys.stdout.write(open(sys.argv[1], encoding='utf-8').read())"
@@ -181,7 +181,7 @@ def test_spend_prefers_the_clis_own_cost_and_never_charges_cached_tokens_twice()
 
 
 def test_pricing_section_overrides_and_extends_the_table(tmp_path: Path) -> None:
-    from relay_engine.config import parse_config
+    from relay_engine.contracts.config import parse_config
 
     text = '[pricing."gpt-5-codex"]\ninput = 2.0\noutput = 20.0\n[pricing.llama]\ninput = 0.1\noutput = 0.2\ncached = 0\n'
     prices = parse_config(text, tmp_path / "relay.toml").prices

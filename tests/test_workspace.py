@@ -8,7 +8,7 @@ import pytest
 from gitrepos import git
 from helpers import init_repo
 
-from relay_engine.workspace import (
+from relay_engine.git.worktrees import (
     WorkspaceError,
     job_branch,
     merge_task,
@@ -112,10 +112,10 @@ def test_the_engine_runs_each_task_in_its_own_worktree_and_merges_it(
 ) -> None:
     from sqlmodel import select
 
-    from relay_engine.engine import Engine
-    from relay_engine.jobfile import parse_job_text
-    from relay_engine.jobs import submit_job
-    from relay_engine.model import Task
+    from relay_engine.contracts.job_file import parse_job_text
+    from relay_engine.loop.engine import Engine
+    from relay_engine.ops.jobs import submit_job
+    from relay_engine.store.schema import Task
 
     (tmp_path / "relay.toml").write_text(
         "[engine]\ntick_seconds = 0.05\nmax_concurrent_agents = 2\n"

@@ -23,8 +23,8 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
 
-from relay_engine.diffs import Diff, task_diff
-from relay_engine.store import Store
+from relay_engine.git.diffs import Diff, task_diff
+from relay_engine.store.db import Store
 from relay_tui.details import TaskDetail, task_detail
 from relay_tui.messages import DetailRead, OutputRead
 from relay_tui.output import STDOUT_NAME, OutputFollower

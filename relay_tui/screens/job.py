@@ -15,9 +15,9 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from relay_engine.diffs import Diff, job_diff
-from relay_engine.model import Plan, Task
-from relay_engine.store import Store
+from relay_engine.git.diffs import Diff, job_diff
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Plan, Task
 from relay_tui.details import JobDetail, job_detail
 from relay_tui.graph import GraphNode, node_seconds, render_graph
 from relay_tui.job_facts import engines_text, pull_text, review_text, spend_facts, upstream_text

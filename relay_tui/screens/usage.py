@@ -1,7 +1,7 @@
 """Usage: spend by job, agent and provider, spend over time as a bar chart, budget bars.
 
-Everything is read in a worker with :func:`relay_engine.usage.read_usage` and rolled up
-with the engine's own :func:`~relay_engine.usage.rollup`, so the numbers are those of
+Everything is read in a worker with :func:`relay_engine.store.usage.read_usage` and rolled up
+with the engine's own :func:`~relay_engine.store.usage.rollup`, so the numbers are those of
 ``relay usage``. Estimated costs carry a ``~`` wherever they show.
 """
 
@@ -21,10 +21,10 @@ from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from relay_engine.budgets import local_midnight
-from relay_engine.config import RelayConfig
-from relay_engine.store import Store
-from relay_engine.usage import UsageRecord, UsageRow, read_usage, rollup, total
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops.budgets import local_midnight
+from relay_engine.store.db import Store
+from relay_engine.store.usage import UsageRecord, UsageRow, read_usage, rollup, total
 from relay_tui.messages import DetailRead
 from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer

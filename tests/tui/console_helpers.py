@@ -14,7 +14,7 @@ from textual import events
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from relay_engine.config import default_config
+from relay_engine.contracts.config import default_config
 from relay_tui.app import RelayApp
 from relay_tui.sample import frozen_clock
 from relay_tui.screens.main import PANES
@@ -117,10 +117,10 @@ async def type_keys(pilot: Pilot[None], *keys: str, gap: float = 0.01) -> None:
 def finish_then_apply(url: str, key: str) -> None:
     """Another process marks ``key`` succeeded, then an engine elsewhere applies the waiting
     commands: a retry of that task is refused, as happens when the state moves first."""
-    from relay_engine import commands
-    from relay_engine.handlers import HANDLERS
-    from relay_engine.model import Task
-    from relay_engine.store import Store
+    from relay_engine.ops import commands
+    from relay_engine.ops.handlers import HANDLERS
+    from relay_engine.store.db import Store
+    from relay_engine.store.schema import Task
     from relay_tui.sample import NOW
 
     store = Store(url)

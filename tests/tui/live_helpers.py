@@ -16,13 +16,13 @@ from typing import Any
 import tomli_w
 from textual.pilot import Pilot
 
-from relay_engine.config import load_config
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.store import Store
+from relay_engine.contracts.config import load_config
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.db import Store
 from relay_tui.app import RelayApp
 
-SIM = [sys.executable, "-m", "relay_engine.sim_agent", "--format"]
+SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format"]
 
 
 def relay_toml(capacity: int = 3) -> str:

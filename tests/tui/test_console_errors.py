@@ -15,7 +15,7 @@ from console_helpers import (
 )
 from helpers import Workspace
 
-from relay_engine.store import Store, record_event
+from relay_engine.store.db import Store, record_event
 from relay_tui import cli
 from relay_tui.app import RelayApp
 from relay_tui.sample import NOW, write_sample

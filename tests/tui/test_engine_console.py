@@ -12,15 +12,15 @@ from console_helpers import cursor_to, run_async, wait_until
 from sqlmodel import col, select
 from textual.pilot import Pilot
 
-from relay_engine.config import load_config
-from relay_engine.jobfile import load_job_file
-from relay_engine.jobs import submit_job
-from relay_engine.model import Execution, Task
-from relay_engine.store import Store
+from relay_engine.contracts.config import load_config
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Execution, Task
 from relay_tui.app import RelayApp
 from relay_tui.screens.modals import ConfirmScreen
 
-pytest.importorskip("relay_engine.engine", reason="needs relay_engine/engine.py")
+pytest.importorskip("relay_engine.loop.engine", reason="needs relay_engine/loop/engine.py")
 pytestmark = pytest.mark.timeout(90)
 
 RELAY_TOML = """\

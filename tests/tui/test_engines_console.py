@@ -8,8 +8,8 @@ from pathlib import Path
 from console_helpers import attached_app, cursor_to, run_async, wait_loaded, wait_until
 from test_console_errors import header
 
-from relay_engine.model import EngineRecord, Task
-from relay_engine.store import Store
+from relay_engine.store.db import Store
+from relay_engine.store.schema import EngineRecord, Task
 from relay_tui.sample import NOW, write_sample
 from relay_tui.screens.job import JobScreen
 

@@ -10,10 +10,10 @@ from console_helpers import cursor_to, run_async, wait_loaded, wait_until
 from sqlmodel import select
 from textual.pilot import Pilot
 
-from relay_engine import commands as engine_commands
-from relay_engine.handlers import HANDLERS
-from relay_engine.model import Command, Job
-from relay_engine.store import Store
+from relay_engine.ops import commands as engine_commands
+from relay_engine.ops.handlers import HANDLERS
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Command, Job
 from relay_tui.app import RelayApp
 from relay_tui.sample import NOW
 from relay_tui.screens.modals import BudgetScreen, ConfirmScreen

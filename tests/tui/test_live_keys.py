@@ -20,7 +20,7 @@ from sqlmodel import col, select
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from relay_engine.model import Command, Task
+from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen

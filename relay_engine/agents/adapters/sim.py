@@ -1,0 +1,27 @@
+"""The simulated agent (`python -m relay_engine.agents.sim_agent`), for demos and tests.
+
+The engine sets RELAY_SIM_SCRIPT itself. To exercise a real provider's parser, the engine pairs
+the sim executable with that provider's adapter via `InvocationContext.command` instead.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from relay_engine.agents.adapters.base import Invocation, InvocationContext, relay_env
+from relay_engine.agents.adapters.command import TextParser
+
+SIM_MODULE = "relay_engine.agents.sim_agent"
+
+
+class SimAdapter:
+    provider = "sim"
+    supports_resume = False
+
+    def build(self, ctx: InvocationContext) -> Invocation:
+        exe = list(ctx.command) if ctx.command else [sys.executable, "-m", SIM_MODULE]
+        argv = [*exe, "--prompt-file", str(ctx.prompt_file), *ctx.extra_args]
+        return Invocation(argv, None, relay_env(ctx))
+
+    def parser(self) -> TextParser:
+        return TextParser(self.provider)

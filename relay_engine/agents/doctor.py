@@ -1,0 +1,238 @@
+"""``relay doctor``: can each configured agent run, before a task finds out the hard way?
+
+For every agent: its executable and version, whether that version's ``--help`` knows every
+flag (and flag value) relay will pass, the login state where the CLI can tell offline,
+and the access flags relay passes. The judging is pure (:func:`argv_problems`,
+:func:`judge`); :func:`check_agent` runs the CLI's own read-only subcommands to gather facts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from relay_engine.agents.adapters.base import InvocationContext
+from relay_engine.agents.launch import adapter_for, executable_of
+from relay_engine.contracts.config import AgentConfig
+from relay_engine.core.failures import login_fix, missing_fix
+
+PROBE_TIMEOUT_S = 30.0
+CHOICE_FLAGS = ("--sandbox", "--permission-mode", "--approval-mode", "--output-format")
+HELP_ARGS = {"claude": ("--help",), "codex": ("exec", "--help"), "gemini": ("--help",)}
+GEMINI_KEYS = (
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_GENAI_USE_GCA",
+)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What running the agent's CLI told us (None: could not tell)."""
+
+    executable: str
+    found: bool
+    version: str | None = None
+    help_text: str | None = None
+    logged_in: bool | None = None
+    login_detail: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorRow:
+    agent: str
+    provider: str
+    enabled: bool
+    executable: str
+    version: str
+    argv: str  # the access flags relay passes
+    login: str
+    problems: tuple[str, ...]
+    fix: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def sample_argv(agent: AgentConfig) -> list[str]:
+    """The argv relay would build for this agent (a fresh run, placeholder prompt)."""
+    context = InvocationContext(
+        prompt="relay doctor",
+        prompt_file=Path("prompt.md"),
+        result_file=Path("result.json"),
+        cwd=Path("."),
+        model=agent.model,
+        tools=agent.tools,
+        command=agent.command if agent.provider != "command" else None,
+        extra_args=agent.args,
+        access=agent.access,
+    )
+    return adapter_for(agent).build(context).argv
+
+
+def argv_problems(argv: list[str], help_text: str) -> list[str]:
+    """Flags (and choice values) in ``argv`` that ``help_text`` does not mention."""
+    problems = []
+    for index, token in enumerate(argv):
+        if not token.startswith("-") or token == "-":
+            continue
+        flag = token.split("=", 1)[0]
+        if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+            problems.append(f"{flag} is not in this version's --help")
+        elif flag in CHOICE_FLAGS and index + 1 < len(argv):
+            value = argv[index + 1]
+            if not re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", help_text):
+                problems.append(f"{flag} {value} is not a choice this version offers")
+    return problems
+
+
+def access_flags(agent: AgentConfig, argv: list[str]) -> str:
+    """The part of the argv that grants write access and workspace trust."""
+    wanted = ("--sandbox", "--skip-git-repo-check", "--permission-mode", "--approval-mode")
+    shown: list[str] = []
+    for index, token in enumerate(argv):
+        if token in wanted or token == "--skip-trust":
+            shown.append(token)
+            if token in CHOICE_FLAGS and index + 1 < len(argv):
+                shown.append(argv[index + 1])
+    return " ".join(shown) or f"access = {agent.access}"
+
+
+def judge(agent: AgentConfig, facts: Facts, is_root: bool) -> DoctorRow:
+    """One agent's verdict from the facts gathered about its CLI."""
+    argv = sample_argv(agent)
+    problems: list[str] = []
+    fix = ""
+    if not facts.found:
+        problems.append(f"{facts.executable} not found")
+        fix = missing_fix(agent.provider, facts.executable)
+    elif facts.help_text is not None:
+        own = argv[len(agent.command or (agent.provider,)) :]  # the CLI's flags, not the wrapper's
+        problems += argv_problems(own, facts.help_text)
+        fix = (
+            "fix `args`/`access`, or install the CLI version in the README's table"
+            if problems
+            else ""
+        )
+    if facts.logged_in is False:
+        problems.append("not logged in")
+        fix = fix or login_fix(agent.provider)
+    if is_root and agent.provider == "claude" and agent.access == "full":
+        problems.append('claude refuses access = "full" (bypassPermissions) as root')
+        fix = fix or 'use access = "workspace-write", or run relay as a normal user'
+    login = {True: "logged in", False: "not logged in", None: "unknown"}[facts.logged_in]
+    return DoctorRow(
+        agent=agent.id,
+        provider=agent.provider,
+        enabled=agent.enabled,
+        executable=facts.executable,
+        version=facts.version or ("-" if facts.found else "missing"),
+        argv=access_flags(agent, argv),
+        login=f"{login} {facts.login_detail}".strip(),
+        problems=tuple(problems),
+        fix=fix,
+    )
+
+
+# --- gathering facts (runs the CLI's read-only subcommands) -----------------------------------
+
+
+def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str, str] | None:
+    try:
+        done = subprocess.run(
+            argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode, done.stdout, done.stderr
+
+
+def check_agent(agent: AgentConfig, base_env: Mapping[str, str]) -> Facts:
+    env = {**base_env, **agent.env}
+    exe = executable_of(agent)
+    head = shutil.which(exe, path=env.get("PATH", os.defpath)) if exe else None
+    if agent.provider == "sim":
+        return Facts(executable="(built in)", found=True, version="sim")
+    if head is None:
+        return Facts(executable=exe or "(none)", found=False)
+    prefix = [head, *(agent.command[1:] if agent.command and agent.provider != "command" else ())]
+    if agent.provider == "command":
+        return Facts(executable=head, found=True)
+    version = _run([*prefix, "--version"], env)
+    help_run = _run([*prefix, *HELP_ARGS[agent.provider]], env)
+    logged_in, detail = _login_state(agent.provider, prefix, env)
+    return Facts(
+        executable=head,
+        found=True,
+        version=_first_line(version[1]) if version and version[0] == 0 else None,
+        help_text=help_run[1] + help_run[2] if help_run and help_run[0] == 0 else None,
+        logged_in=logged_in,
+        login_detail=detail,
+    )
+
+
+def _login_state(
+    provider: str, prefix: list[str], env: Mapping[str, str]
+) -> tuple[bool | None, str]:
+    """What the CLI can say offline about its login, or the env keys relay will pass it."""
+    if provider == "claude":
+        if env.get("ANTHROPIC_API_KEY"):
+            return True, "(ANTHROPIC_API_KEY)"
+        done = _run([*prefix, "auth", "status"], env)
+        return _claude_status(done[1]) if done else (None, "")
+    if provider == "codex":
+        if env.get("CODEX_API_KEY"):
+            return True, "(CODEX_API_KEY)"
+        done = _run([*prefix, "login", "status"], env)
+        return (done[0] == 0, "") if done else (None, "")
+    if provider == "gemini":
+        return _gemini_login(env)
+    return None, ""
+
+
+def _claude_status(text: str) -> tuple[bool | None, str]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None, ""
+    logged = value.get("loggedIn") if isinstance(value, dict) else None
+    method = value.get("authMethod") if isinstance(value, dict) else None
+    return (logged if isinstance(logged, bool) else None), (f"({method})" if logged else "")
+
+
+def _gemini_login(env: Mapping[str, str]) -> tuple[bool | None, str]:
+    for key in GEMINI_KEYS:
+        if env.get(key):
+            return True, f"({key})"
+    home = Path(env.get("HOME", str(Path.home())))
+    if (home / ".gemini" / "oauth_creds.json").is_file():
+        return True, "(Google login)"
+    settings = home / ".gemini" / "settings.json"
+    if settings.is_file() and "selectedType" in settings.read_text(errors="replace"):
+        return None, "(auth method in settings.json)"
+    return False, ""
+
+
+def _first_line(text: str) -> str | None:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else None
+
+
+def diagnose(agents: tuple[AgentConfig, ...], base_env: Mapping[str, str]) -> list[DoctorRow]:
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return [judge(agent, check_agent(agent, base_env), is_root) for agent in agents]

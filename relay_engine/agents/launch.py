@@ -1,0 +1,162 @@
+"""Turning a claimed task into a running agent process: prompt, argv, env, artifacts.
+
+Nothing here touches the database; the engine claims first and records afterwards,
+so no transaction is ever held open across a process spawn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay_engine.agents.adapters import get_adapter
+from relay_engine.agents.adapters.base import Adapter, InvocationContext
+from relay_engine.agents.runner import LaunchSpec, write_artifact_json, write_artifact_text
+from relay_engine.contracts.config import AgentConfig
+from relay_engine.core.failures import AgentFailure, missing
+from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    execution_id: str
+    task_key: str
+    job_id: str
+    attempt: int
+    prompt: str
+    cwd: Path
+    timeout_s: float
+    agent: AgentConfig
+    sim_script: dict[str, Any] | None = None
+    resume_session_id: str | None = None
+    plan_round: int | None = None
+
+
+def artifacts_root(workspace: Path) -> Path:
+    return workspace / ".relay" / "artifacts"
+
+
+def artifact_dir(workspace: Path, execution_id: str) -> Path:
+    return artifacts_root(workspace) / execution_id
+
+
+def adapter_for(agent: AgentConfig) -> Adapter:
+    template = agent.command if agent.provider == "command" else None
+    return get_adapter(agent.provider, command_template=template)
+
+
+def build_launch(
+    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str], redactor: Redactor
+) -> LaunchSpec:
+    """Write prompt.md and prompt-packet.json, and return what the runner should start.
+
+    ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
+    """
+    directory = artifact_dir(workspace, request.execution_id)
+    prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
+    result_file = directory / "result.json"
+    adapter = adapter_for(request.agent)
+    command = request.agent.command if request.agent.provider != "command" else None
+    context = InvocationContext(
+        prompt=request.prompt,
+        prompt_file=prompt_file,
+        result_file=result_file,
+        cwd=request.cwd,
+        model=request.agent.model,
+        resume_session_id=request.resume_session_id if adapter.supports_resume else None,
+        tools=request.agent.tools,
+        command=_resolve_command(command),
+        extra_args=request.agent.args,
+        access=request.agent.access,
+    )
+    invocation = adapter.build(context)
+    env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    write_artifact_json(
+        directory, "prompt-packet.json", _packet(request, invocation.argv, env, redactor)
+    )
+    return LaunchSpec(
+        execution_id=request.execution_id,
+        argv=invocation.argv,
+        cwd=request.cwd,
+        env=env,
+        timeout_s=request.timeout_s,
+        artifact_dir=directory,
+        stdin_text=invocation.stdin_text,
+    )
+
+
+def executable_of(agent: AgentConfig) -> str:
+    """The program an agent's launch runs: its `command` head, else the provider's CLI."""
+    if agent.provider == "command":
+        head = agent.command[0] if agent.command else ""
+    else:
+        head = agent.command[0] if agent.command else agent.provider
+    resolved = _resolve_command((head,)) if head else None
+    return resolved[0] if resolved else head
+
+
+def missing_executable(agent: AgentConfig) -> AgentFailure | None:
+    """cli-missing when the agent's program is not on the PATH it will run with."""
+    if agent.provider == "sim":
+        return None
+    exe = executable_of(agent)
+    if os.sep in exe and not os.path.isabs(exe):
+        return None  # relative to the task's folder, which does not exist yet
+    search = agent.env.get("PATH", os.environ.get("PATH", os.defpath))
+    return None if exe and shutil.which(exe, path=search) else missing(agent.provider, exe)
+
+
+def _resolve_command(command: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """``python`` in a command means this interpreter, so venv installs find relay."""
+    if not command:
+        return None
+    head = sys.executable if command[0] in ("python", "python3") else command[0]
+    return (head, *command[1:])
+
+
+def _relay_env(request: LaunchRequest, result_file: Path) -> dict[str, str]:
+    env = {
+        "RELAY_TASK": request.task_key,
+        "RELAY_JOB": request.job_id,
+        "RELAY_EXECUTION_ID": request.execution_id,
+        "RELAY_ATTEMPT": str(request.attempt),
+        "RELAY_RESULT_FILE": str(result_file),
+    }
+    if request.sim_script is not None:
+        env["RELAY_SIM_SCRIPT"] = json.dumps(request.sim_script)
+    if request.plan_round is not None:
+        env["RELAY_PLAN_ROUND"] = str(request.plan_round)
+    return env
+
+
+def display_argv(argv: list[str], prompt: str, redactor: Redactor) -> list[str]:
+    """argv as recorded: the prompt (already in prompt.md) shortened, secrets redacted."""
+    return [redactor.text("<prompt.md>" if arg == prompt else arg) for arg in argv]
+
+
+def _packet(
+    request: LaunchRequest, argv: list[str], env: dict[str, str], redactor: Redactor
+) -> dict[str, Any]:
+    relay_vars = {k: redactor.text(v) for k, v in env.items() if k.startswith("RELAY_")}
+    agent_vars = {
+        k: REDACTED if SECRET_NAME.search(k) else redactor.text(v)
+        for k, v in request.agent.env.items()
+    }
+    return {
+        "execution_id": request.execution_id,
+        "task": request.task_key,
+        "attempt": request.attempt,
+        "agent": request.agent.id,
+        "provider": request.agent.provider,
+        "argv": display_argv(argv, request.prompt, redactor),
+        "cwd": str(request.cwd),
+        "timeout_s": request.timeout_s,
+        "resume_session_id": request.resume_session_id,
+        "env": {**agent_vars, **relay_vars},
+    }

@@ -1,0 +1,498 @@
+"""Subprocess lifecycle for agent CLIs.
+
+The child writes its stdout/stderr straight into files under the artifact directory, so an
+agent that prints gigabytes or binary garbage never passes through engine memory.
+
+Every agent runs under its own supervisor (:mod:`relay_engine.agents.supervisor`), in a session of
+its own: the supervisor is a child subreaper, records itself on disk before the agent can
+run, and takes the agent's whole tree down -- daemons and ``setsid`` grandchildren included
+-- when the agent exits, when the engine says so (cancel, timeout), and when the engine
+dies. Every process of an execution also carries ``RELAY_EXECUTION_ID`` in its
+environment, which :func:`kill_execution` uses as the last resort.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from relay_engine.agents import supervisor as supervisor_script
+from relay_engine.agents.supervisor import RECORD_NAME, boot_id, proc_start_ticks
+
+log = logging.getLogger(__name__)
+
+STDOUT_NAME = "stdout.txt"
+STDERR_NAME = "stderr.txt"
+RESULT_NAME = "result.json"
+_TAIL_BYTES = 8192
+SUPERVISOR = str(Path(supervisor_script.__file__).resolve())
+START_TIMEOUT_S = 30.0
+FORCE_KILL_AFTER_S = 3.0  # beyond the grace: the supervisor itself did not answer
+EXECUTION_ENV = "RELAY_EXECUTION_ID"
+MAX_ARG_BYTES = 128 * 1024  # Linux MAX_ARG_STRLEN: the longest single argv element
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+
+
+class LaunchError(RuntimeError):
+    """The child could not be started at all (as opposed to starting and failing)."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    execution_id: str
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    timeout_s: float
+    artifact_dir: Path
+    stdin_text: str | None = None
+    grace_s: float = 5.0  # what the supervisor gives the tree between TERM and KILL
+
+
+class RunningProcess:
+    """Handle on a supervised agent; all reads go through the artifact files, never pipes.
+
+    ``pid`` and ``pgid`` are the supervisor's (the agent shares its process group);
+    ``agent_pid`` is the agent itself. Stopping goes through the supervisor, which stops the
+    agent's whole tree, not just its group.
+    """
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        proc: subprocess.Popen[bytes],
+        started_at: float,
+        control: socket.socket,
+    ):
+        self.spec = spec
+        self.execution_id = spec.execution_id
+        self.pid = proc.pid
+        self.pgid = proc.pid  # start_new_session: the supervisor leads its own group
+        self._agent_pid: int | None = None
+        self._started = threading.Event()
+        self.started_at = started_at
+        self.ended_at: float | None = None
+        self._proc = proc
+        self._control = control
+        self._said = b""  # what the supervisor told us so far
+        self._exited = threading.Event()
+        self._stdout_offset = 0
+        self._lock = threading.Lock()
+        self._terminating = False
+        self._kill_timer: threading.Timer | None = None
+
+    @property
+    def agent_pid(self) -> int | None:
+        """The agent's own pid, once its supervisor started it (None if it could not)."""
+        self._started.wait(START_TIMEOUT_S)
+        return self._agent_pid
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.spec.artifact_dir / STDOUT_NAME
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.spec.artifact_dir / STDERR_NAME
+
+    @property
+    def result_path(self) -> Path:
+        return self.spec.artifact_dir / RESULT_NAME
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode if self._exited.is_set() else None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self._exited.wait(timeout)
+        return self.returncode
+
+    def _mark_exited(self) -> None:
+        self.ended_at = time.time()
+        self._exited.set()
+
+    def read_new_stdout(self, max_bytes: int = 1 << 20) -> bytes:
+        """Return stdout bytes appended since the previous call, capped so memory stays bounded."""
+        with self._lock:
+            try:
+                with open(self.stdout_path, "rb") as fh:
+                    fh.seek(self._stdout_offset)
+                    data = fh.read(max_bytes)
+            except FileNotFoundError:
+                return b""
+            self._stdout_offset += len(data)
+            return data
+
+    def last_line(self, max_chars: int = 200) -> str:
+        return last_line_of(self.stdout_path, max_chars)
+
+    def stderr_tail(self, max_bytes: int = 8192) -> str:
+        return _read_tail(self.stderr_path, max_bytes)[0].decode("utf-8", errors="replace")
+
+    def timed_out(self, now: float) -> bool:
+        return now - self.started_at > self.spec.timeout_s
+
+    def terminate(self, grace_s: float = 5.0) -> None:
+        """Stop the agent's tree: TERM now, KILL after ``grace_s``, without blocking.
+
+        The supervisor does both; should it not answer, the engine kills the execution
+        itself shortly after the grace period.
+        """
+        with self._lock:
+            if self._terminating:
+                return
+            self._terminating = True
+        self._command(f"term {max(grace_s, 0.0):g}" if grace_s > 0 else "kill")
+        self._force_kill_after(grace_s + FORCE_KILL_AFTER_S)
+
+    def kill_now(self) -> None:
+        with self._lock:
+            self._terminating = True
+            timer = self._kill_timer
+        if timer is not None:
+            timer.cancel()
+        self._command("kill")
+        self._force_kill_after(FORCE_KILL_AFTER_S)
+
+    def _command(self, line: str) -> None:
+        if self._exited.is_set():
+            return
+        with contextlib.suppress(OSError):
+            self._control.sendall(line.encode("ascii") + b"\n")
+
+    def _force_kill_after(self, delay: float) -> None:
+        timer = threading.Timer(delay, self._force_kill)
+        timer.daemon = True
+        with self._lock:
+            self._kill_timer = timer
+        timer.start()
+
+    def _force_kill(self) -> None:
+        if not self._exited.is_set():
+            kill_execution(self.execution_id, self.pgid)
+
+    def _handshake(self) -> None:
+        """Read the supervisor's first line: the agent's pid, or why it could not start (the
+        supervisor also writes that reason to stderr.txt, where the exit's judge finds it)."""
+        try:
+            self._control.settimeout(START_TIMEOUT_S)
+            while b"\n" not in self._said:
+                chunk = self._control.recv(4096)
+                if not chunk:
+                    break
+                self._said += chunk
+        except OSError:
+            pass
+        finally:
+            first = self._said.split(b"\n", 1)[0].decode("utf-8", "replace")
+            verb, _, rest = first.partition(" ")
+            if verb == "started" and rest.isdigit():
+                self._agent_pid = int(rest)
+            self._started.set()
+
+    def _finish(self) -> None:
+        """The supervisor exited: if it did not say how, it was killed and may have left a tree."""
+        with contextlib.suppress(OSError):
+            self._control.settimeout(0.5)
+            self._said += _read_all(self._control)
+        self._control.close()
+        if b"exit " not in self._said and b"error " not in self._said:
+            kill_execution(self.execution_id, self.pgid)
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        SUPERVISOR,
+        "--control",
+        str(control_fd),
+        "--record",
+        str(spec.artifact_dir / RECORD_NAME),
+        "--grace",
+        f"{spec.grace_s:g}",
+        "--",
+        *spec.argv,
+    ]
+
+
+def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> RunningProcess:
+    """Start spec.argv under its supervisor, with output going straight to disk.
+
+    Returns at once: the supervisor records itself and starts the agent on its own. What
+    keeps an agent from starting at all (not installed, not executable, an argument the
+    kernel refuses) raises :class:`LaunchError` here; a rarer failure of the exec itself
+    ends the run with exit code 127 and the reason in stderr.txt. on_exit(execution_id) is
+    called from a daemon thread as soon as the supervisor is reaped.
+    """
+    if not spec.argv:
+        raise LaunchError(f"execution {spec.execution_id}: empty argv")
+    _check_argv(spec)
+    spec.artifact_dir.mkdir(parents=True, exist_ok=True)
+    engine_end, supervisor_end = socket.socketpair()
+    try:
+        proc = _spawn_supervisor(spec, supervisor_end.fileno())
+    except BaseException:
+        engine_end.close()
+        raise
+    finally:
+        supervisor_end.close()
+    running = RunningProcess(spec, proc, time.time(), engine_end)
+    if spec.stdin_text is not None:
+        _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", proc, spec.stdin_text)
+    _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
+    return running
+
+
+def _check_argv(spec: LaunchSpec) -> None:
+    """Refuse what could never start, with what to do about it, before spawning anything."""
+    exe = spec.argv[0]
+    if "/" in exe:
+        path = exe if os.path.isabs(exe) else str(spec.cwd / exe)
+        found = os.path.isfile(path) and os.access(path, os.X_OK)
+    else:
+        found = shutil.which(exe, path=spec.env.get("PATH", os.defpath)) is not None
+    if not found:
+        raise LaunchError(
+            f"cannot start {exe!r} (cwd {spec.cwd}): "
+            + ("not an executable file" if "/" in exe else "not found on PATH")
+        )
+    longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
+    if longest > MAX_ARG_BYTES:
+        raise LaunchError(
+            f"cannot start {exe!r}: one argument is {longest // 1024} KiB, over the "
+            f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
+            "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
+        )
+
+
+def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[bytes]:
+    with (
+        open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
+        open(spec.artifact_dir / STDERR_NAME, "wb") as err,
+    ):
+        try:
+            return subprocess.Popen(
+                supervisor_argv(spec, control_fd),
+                cwd=spec.cwd,
+                env={**spec.env, EXECUTION_ENV: spec.execution_id},
+                stdin=subprocess.PIPE if spec.stdin_text is not None else subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(control_fd,),
+            )
+        except OSError as exc:
+            raise LaunchError(f"cannot start {spec.argv[0]!r} (cwd {spec.cwd}): {exc}") from exc
+
+
+def _start_daemon(target: Callable[..., None], name: str, *args: Any) -> None:
+    threading.Thread(target=target, name=name, args=args, daemon=True).start()
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
+    """Runs in its own thread: a big prompt could otherwise fill the pipe and deadlock us."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        try:
+            proc.stdin.write(text.encode("utf-8"))
+        finally:
+            proc.stdin.close()
+
+
+def _wait_child(
+    running: RunningProcess,
+    proc: subprocess.Popen[bytes],
+    on_exit: Callable[[str], None] | None,
+) -> None:
+    running._handshake()
+    proc.wait()
+    running._finish()
+    running._mark_exited()
+    if on_exit is None:
+        return
+    try:
+        on_exit(running.execution_id)
+    except Exception:
+        log.exception("on_exit callback failed for %s", running.execution_id)
+
+
+def _read_tail(path: Path, max_bytes: int) -> tuple[bytes, bool]:
+    """Return (tail bytes, whether the tail starts at the beginning of the file)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            return fh.read(max_bytes), start == 0
+    except FileNotFoundError:
+        return b"", True
+
+
+def clean_line(text: str) -> str:
+    """Strip ANSI escapes and control/format characters so a line is safe to show in a TUI."""
+    text = _ANSI_RE.sub("", text)
+    return "".join(
+        ch for ch in text if ch == " " or not unicodedata.category(ch).startswith(("C", "Z"))
+    ).strip()
+
+
+def last_line_of(path: Path, max_chars: int = 200) -> str:
+    """Last non-empty printable line of a file, reading only its tail."""
+    data, whole = _read_tail(path, _TAIL_BYTES)
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if not whole and lines:
+        lines = lines[1:]  # first line of the tail is probably cut off mid-way
+    for raw in reversed(lines):
+        line = clean_line(raw)
+        if line:
+            return line[:max_chars]
+    return ""
+
+
+def process_start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def process_alive(pid: int, start_time: float | None) -> bool:
+    """True if pid is running and is the same process that started at start_time.
+
+    Comparing the create time tells a live engine from an unrelated process that reused a
+    dead engine's pid. Zombies count as dead.
+    """
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        created = proc.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return start_time is None or abs(created - start_time) <= 1.0
+
+
+def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal a whole process group, tolerating one that is already gone.
+
+    Refuses our own group and the special ids 0/1, which would signal the engine itself or
+    everything we can reach.
+    """
+    if pgid <= 1 or pgid == os.getpgrp():
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def read_record(artifact_dir: Path) -> dict[str, Any] | None:
+    """The supervisor's on-disk record of an execution, or None when there is none."""
+    try:
+        record = json.loads((artifact_dir / RECORD_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def recorded_group(record: dict[str, Any] | None) -> int | None:
+    """The recorded process group, only while its supervisor is the very process recorded.
+
+    A pid alone may have been reused since; the boot id and the start time in clock ticks
+    make sure relay never signals a stranger.
+    """
+    if not record or record.get("boot_id") != boot_id():
+        return None
+    pid = record.get("supervisor_pid")
+    if not isinstance(pid, int) or proc_start_ticks(pid) != record.get("start_ticks"):
+        return None
+    pgid = record.get("pgid")
+    return pgid if isinstance(pgid, int) else None
+
+
+def tagged_processes(execution_id: str) -> list[int]:
+    """Processes whose environment says they belong to this execution (never this one)."""
+    tag = f"\0{EXECUTION_ENV}={execution_id}\0".encode()
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                environ = b"\0" + fh.read() + b"\0"
+        except OSError:
+            continue
+        if tag in environ:
+            found.append(int(name))
+    return found
+
+
+def kill_execution(execution_id: str, pgid: int | None = None, rounds: int = 20) -> int:
+    """SIGKILL everything left of an execution: its group, then every process tagged with it.
+
+    The tag sweep finds what escaped the group (``setsid`` daemons) even when the supervisor
+    that would have reaped them is gone. Returns how many processes were signalled.
+    """
+    if pgid:
+        kill_process_group(pgid, signal.SIGKILL)
+    killed = 0
+    for _ in range(rounds):
+        pids = tagged_processes(execution_id)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.01)
+    return killed
+
+
+def write_artifact_text(artifact_dir: Path, name: str, text: str) -> Path:
+    """Write atomically so a reader (TUI, restarted engine) never sees a half-written file."""
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    target = artifact_dir / name
+    fd, tmp = tempfile.mkstemp(dir=artifact_dir, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def write_artifact_json(artifact_dir: Path, name: str, obj: Any) -> Path:
+    return write_artifact_text(artifact_dir, name, json.dumps(obj, indent=2, sort_keys=True))

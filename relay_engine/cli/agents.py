@@ -1,0 +1,109 @@
+"""``relay agents``, ``relay agents reset ID`` and ``relay doctor``: is each agent able to work?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from relay_engine.agents.doctor import diagnose
+from relay_engine.contracts.config import load_config
+from relay_engine.ops.agents import agent_rows
+from relay_engine.store.db import Store
+
+console = Console()
+err = Console(stderr=True, soft_wrap=True)
+STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow"}
+
+CommandFactory = Callable[
+    [str, Callable[[argparse.Namespace], dict[str, Any]]], Callable[[argparse.Namespace], int]
+]
+
+
+def add_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    store: Callable[[argparse.Namespace], Store],
+    command: CommandFactory,
+) -> None:
+    """Register the subcommands; ``command`` builds one that applies a durable command."""
+    agents = sub.add_parser("agents", help="agents and whether they can work")
+    agents.add_argument("--json", action="store_true")
+    agents.set_defaults(func=lambda a: cmd_agents(a, store(a)))
+    agent_sub = agents.add_subparsers(dest="agents_command")
+    reset = agent_sub.add_parser("reset", help="clear an agent's unavailable state now")
+    reset.add_argument("agent")
+    reset.set_defaults(func=command("agent.reset", lambda a: {"agent": a.agent}))
+    doctor = sub.add_parser("doctor", help="check every configured agent's CLI, flags and login")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
+
+
+def cmd_agents(args: argparse.Namespace, store: Store) -> int:
+    config = load_config(Path(args.workspace).resolve())
+    with store.read() as session:
+        rows = agent_rows(session, time.time(), config.agents)
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=2))
+        return 0
+    table = Table(title="agents", title_justify="left")
+    for column in ("agent", "provider", "status", "reason", "fix"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = STATUS_STYLES.get(row.status, "red")
+        label = row.summary if row.enabled else "disabled"
+        table.add_row(row.id, row.provider, f"[{style}]{label}[/]", row.reason or "", row.fix or "")
+    console.print(table)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """A table of every agent; exit 1 when an enabled agent cannot run."""
+    config = load_config(Path(args.workspace).resolve())
+    rows = diagnose(config.agents, os.environ)
+    broken = [row.agent for row in rows if row.enabled and not row.ok]
+    if args.json:
+        dumped = [{**asdict(row), "ok": row.ok} for row in rows]
+        print(json.dumps({"agents": dumped, "warnings": config.warnings()}, indent=2))
+        return 1 if broken else 0
+    table = Table(title="relay doctor", title_justify="left")
+    for column in (
+        "agent",
+        "provider",
+        "executable",
+        "version",
+        "access flags",
+        "login",
+        "problem",
+        "fix",
+    ):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        verdict = "; ".join(row.problems) if row.problems else "[green]ok[/]"
+        if not row.enabled:
+            verdict = f"(disabled) {verdict}"
+        table.add_row(
+            row.agent,
+            row.provider,
+            row.executable,
+            row.version,
+            row.argv,
+            row.login,
+            verdict,
+            row.fix,
+        )
+    console.print(table)
+    for warning in config.warnings():
+        err.print(f"[yellow]warning:[/] {warning}")
+    if broken:
+        err.print(f"[red]cannot run:[/] {', '.join(broken)}")
+        return 1
+    console.print("every enabled agent can run")
+    return 0

@@ -1,0 +1,76 @@
+"""``relay engines``: the engines sharing this database, live and gone, and how busy each is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from relay_engine.contracts.config import load_config
+from relay_engine.contracts.time_format import format_time
+from relay_engine.store.db import Store
+from relay_engine.store.engines import (
+    RECENT_SECONDS,
+    EngineRow,
+    age_text,
+    agents_cell,
+    capacity_cell,
+    read_engines,
+)
+
+console = Console()
+STATE_STYLES = {"live": "green", "gone": "red"}
+
+
+def add_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    store: Callable[..., Store],
+) -> None:
+    engines = sub.add_parser("engines", help="engines on this database: live, gone, busy")
+    engines.add_argument("--json", action="store_true")
+    engines.add_argument("--all", action="store_true", help="also engines gone more than a day ago")
+    engines.set_defaults(func=lambda a: cmd_engines(a, store(a, readonly=True)))
+
+
+def cmd_engines(args: argparse.Namespace, store: Store) -> int:
+    """Every engine's facts; gone means stopped, or silent for longer than one lease."""
+    lease = load_config(Path(args.workspace).resolve()).engine.lease_seconds
+    with store.read() as session:
+        recent = None if args.all else RECENT_SECONDS
+        rows = read_engines(session, now=time.time(), lease_seconds=lease, recent_seconds=recent)
+    if args.json:
+        print(json.dumps([row.as_dict() for row in rows], indent=2))
+        return 0
+    if not rows:
+        console.print("no engines yet: start one with [bold]relay run[/]")
+        return 0
+    console.print(engines_table(rows))
+    return 0
+
+
+def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("engine", "host", "pid", "started", "heartbeat", "state", "running", "agents"):
+        justify = "right" if column in ("pid", "heartbeat", "running") else "left"
+        table.add_column(column, justify=justify, no_wrap=column in ("engine", "started"))
+    for row in rows:
+        state = row.state if row.why_gone != "silent" else "gone (silent)"
+        state = f"[{STATE_STYLES[row.state]}]{state}[/]"
+        if row.condition:
+            state += f" [yellow]{row.condition}[/]"
+        table.add_row(
+            row.id,
+            row.host,
+            str(row.pid),
+            format_time(row.started_at),
+            age_text(row.heartbeat_age),
+            state,
+            capacity_cell(row),
+            agents_cell(row),
+        )
+    return table

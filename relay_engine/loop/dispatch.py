@@ -1,0 +1,451 @@
+"""Dispatch: order the queue, respect capacity and scope locks, pick agents, claim.
+
+The decisions come from the pure scheduler, selection and capacity modules; this module
+gathers their inputs in one read and performs each claim as one conditional UPDATE in a
+short write transaction. Engines sharing a PostgreSQL database do not queue behind one
+lock to claim: candidates are locked with ``FOR UPDATE SKIP LOCKED`` (a row another engine
+is claiming is passed over, not waited for), scope exclusivity is a unique index over the
+claimed tasks' scopes (the database refuses a second holder, whoever asks), and only the
+fleet-wide caps an operator sets are counted under an advisory lock of their own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import ColumnElement, or_, text, tuple_
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select, update
+
+from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
+from relay_engine.core.scheduler import TaskFacts, plan_dispatch
+from relay_engine.core.selection import FleetView, Selected
+from relay_engine.core.states import TaskState
+from relay_engine.git.worktrees import shared_directory
+from relay_engine.loop.crashpoints import crash_point
+from relay_engine.ops import budgets
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Assignment, Execution, Job, Task
+from relay_engine.store.tasks import EXECUTION_HISTORY_KEPT
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """One read of what dispatch decides on."""
+
+    queued: list[Any]  # rows of QUEUE_COLUMNS: unclaimed QUEUED tasks
+    running: list[Task]
+    jobs: dict[str, Job]
+    fleet: FleetView
+    free: int = 0  # agents this engine may start now
+    lock_dirs: dict[str, str | None] = field(default_factory=dict)  # job -> shared directory
+
+
+def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> TaskFacts:
+    return TaskFacts(
+        key=task.key,
+        job_id=task.job_id,
+        task_id=task.task_id,
+        state=TaskState(task.state),
+        priority=task.priority,
+        created_at=task.created_at,
+        dependencies=tuple(task.dependencies),
+        workstream=task.workstream,
+        resumed_at=task.resumed_at,
+        parked_provider=task.provider if task.resumed_at else None,
+        parked_at=task.parked_at if task.resumed_at else None,
+        execution_id=task.execution_id,
+        wave_gate_blocked=gated,
+        lock_dir=lock_dir if lock_dir is not None else getattr(task, "lock_dir", None),
+    )
+
+
+_BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
+
+
+def _claimed() -> ColumnElement[bool]:
+    """Claimed tasks, found through the execution id's index: ``> ''`` rather than ``IS NOT
+    NULL`` because SQLite only walks an index for a range, and the state is checked in
+    Python because a condition on it would lead the planner to scan every QUEUED row."""
+    return col(Task.execution_id) > ""
+
+
+def busy_tasks(session: Session) -> list[Task]:
+    return [t for t in session.exec(select(Task).where(_claimed())) if t.state in _BUSY_STATES]
+
+
+QUEUE_COLUMNS = (
+    Task.key, Task.job_id, Task.task_id, Task.state, Task.priority, Task.created_at,
+    Task.dependencies, Task.workstream, Task.resumed_at, Task.provider, Task.parked_at,
+    Task.execution_id, Task.role, Task.model_class, Task.pinned_agent,
+)  # fmt: skip
+"""What ordering and agent selection read: plain rows, not ORM objects, since a queue of
+thousands is read on every dispatch."""
+
+
+QUEUE_PAGE_MIN = 32
+
+
+def read_queue(
+    session: Session,
+    limits: dict[str, float],
+    capacity: int,
+    *,
+    engine_id: str | None = None,
+    max_running: int | None = None,
+) -> QueueView:
+    """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
+
+    ``capacity`` is this engine's slots (``engine_id``'s claims count against it; without
+    an engine id, every claim does). Only as many queued tasks are read as it takes to
+    fill the free slots (a few pages, in dispatch order, over ``ix_relay_task_queue``), so
+    the cost of a dispatch does not grow with the length of the queue.
+    """
+    running = busy_tasks(session)
+    mine = len(running) if engine_id is None else owned_by(running, engine_id)
+    free = free_slots(capacity, mine, len(running), max_running)
+    queued = _top_of_queue(session, running, free) if free > 0 else []
+    job_ids = sorted({t.job_id for t in queued})
+    jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
+    pins = {
+        (a.job_id, a.workstream, a.role): a.agent_id
+        for a in session.exec(
+            select(Assignment).where(
+                col(Assignment.job_id).in_(job_ids), Assignment.status == "active"
+            )
+        )
+    }
+    lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
+    fleet = FleetView(limits=limits, pins=pins)
+    return QueueView(queued, running, jobs, fleet, free=free, lock_dirs=lock_dirs)
+
+
+def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
+    return sum(1 for task in tasks if task.lease_owner == engine_id)
+
+
+def _ready(busy: set[tuple[str, str]]) -> Any:
+    """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
+    query = select(*QUEUE_COLUMNS).where(
+        Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
+    )
+    if busy:
+        free_scope = tuple_(Task.job_id, Task.workstream).not_in(sorted(busy))
+        query = query.where(or_(col(Task.workstream).is_(None), free_scope))
+    return query
+
+
+def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
+    """Work back from a provider limit, which dispatches first: few rows, found through
+    their own index and checked here (see :func:`_claimed` for why not in SQL)."""
+    rows = session.exec(select(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
+    return [
+        r
+        for r in rows
+        if r.state == TaskState.QUEUED
+        and r.execution_id is None
+        and (r.job_id, r.workstream) not in busy
+    ]
+
+
+def _top_of_queue(session: Session, running: list[Task], free: int) -> list[Any]:
+    """Resumed work first, then pages of the rest in dispatch order, until the free slots
+    are spoken for or the queue ends."""
+    busy = {(t.job_id, t.workstream) for t in running if t.workstream}
+    page = max(4 * free, QUEUE_PAGE_MIN)
+    rows = _resumed(session, busy)
+    order = (Task.priority, Task.created_at, Task.key)
+    after: tuple[Any, ...] | None = None
+    while True:
+        query = _ready(busy).where(col(Task.resumed_at).is_(None))
+        if after is not None:
+            query = query.where(tuple_(*order) > tuple_(*after))
+        batch = list(session.exec(query.order_by(*order).limit(page)))
+        rows += batch
+        if len(batch) < page or _fills(rows, running, free):
+            return rows
+        after = (batch[-1].priority, batch[-1].created_at, batch[-1].key)
+
+
+def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
+    """Whether these rows already give the scheduler a task for every free slot."""
+    busy = [task_facts(t) for t in running]
+    plan = plan_dispatch([task_facts(r) for r in rows], busy, len(running) + free)
+    return len(plan.chosen) >= free
+
+
+def choose(view: QueueView) -> list[Task]:
+    """Queued tasks to dispatch now, in dispatch order: at most the view's free slots."""
+    by_key = {t.key: t for t in view.queued}
+    queued = [task_facts(t, lock_dir=view.lock_dirs.get(t.job_id)) for t in view.queued]
+    running = [task_facts(t) for t in view.running]
+    plan = plan_dispatch(queued, running, len(running) + view.free)
+    return [by_key[key] for key in plan.chosen]
+
+
+@dataclass(frozen=True)
+class Claim:
+    task: Task
+    selected: Selected
+    execution_id: str
+
+
+def claim_batch(
+    store: Store,
+    wanted: Sequence[tuple[Task, Selected]],
+    *,
+    engine_id: str,
+    capacity: int,
+    lease_s: float,
+    now: float,
+    artifacts: Path | None = None,
+    caps: FleetCaps | None = None,
+    lock_dirs: dict[str, str | None] | None = None,
+) -> list[Claim]:
+    """Claim tasks in one short transaction: each one conditional UPDATE, re-checked.
+
+    ``capacity`` is this engine's slots: only this engine claims against them. Candidates
+    another engine is claiming right now are skipped, not waited for (``SKIP LOCKED``, and a
+    try-lock per scope on PostgreSQL; SQLite has one writer at a time anyway); the unique
+    scope indexes make a second holder impossible whatever the timing. Fleet-wide caps,
+    when set, are counted under their own advisory locks, the only waits, bounded by the
+    store's ``lock_timeout``. ``artifacts`` is where each execution's directory (and its
+    supervisor's record) will be, written with the claim so recovery can find it.
+    """
+    caps = caps or FleetCaps()
+    lock_dirs = lock_dirs or {}
+    claims: list[Claim] = []
+    with store.write() as session:
+        _hold_fleet_caps(session, store, caps, wanted)
+        claimable = _claimable(session, [task.key for task, _ in wanted])
+        fleet = _Fleet.read(session, engine_id)
+        crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
+        spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
+        for task, selected in wanted:
+            if fleet.mine >= capacity or fleet.full(caps):
+                break
+            lock_dir = lock_dirs.get(task.job_id)
+            scopes = claim_scopes(task.job_id, task.workstream, lock_dir)
+            if (
+                task.key not in claimable
+                or task.job_id in spent  # its budget ran out since dispatch read it
+                or not fleet.allows(caps, selected)
+                or not fleet.scopes.isdisjoint(scopes)
+                or not _try_scopes(session, store, scopes)
+            ):
+                continue
+            ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
+            claim = _claim_one(session, claimable[task.key], ticket)
+            if claim is not None:
+                claims.append(claim)
+                fleet.took(selected, scopes)
+        session.add_all([_execution(claim, engine_id, artifacts) for claim in claims])
+    return claims
+
+
+def claim_scopes(job_id: str, workstream: str | None, lock_dir: str | None) -> set[str]:
+    """The scopes a claimed task holds: its workstream, and a shared directory."""
+    scopes = {f"ws:{job_id}:{workstream}"} if workstream else set()
+    if lock_dir:
+        scopes.add(f"dir:{lock_dir}")
+    return scopes
+
+
+@dataclass
+class _Fleet:
+    """What is claimed on every engine, read inside the claim transaction."""
+
+    mine: int
+    counts: FleetCounts
+    scopes: set[str]
+
+    @classmethod
+    def read(cls, session: Session, engine_id: str) -> _Fleet:
+        query = select(
+            Task.job_id, Task.workstream, Task.lock_dir, Task.state, Task.lease_owner,
+            Task.agent, Task.provider,
+        ).where(_claimed())  # fmt: skip
+        fleet = cls(0, FleetCounts(), set())
+        for row in session.exec(query):
+            if row.state in _BUSY_STATES:
+                fleet.mine += row.lease_owner == engine_id
+                fleet.counts.add(row.agent, row.provider)
+                fleet.scopes |= claim_scopes(row.job_id, row.workstream, row.lock_dir)
+        return fleet
+
+    def full(self, caps: FleetCaps) -> bool:
+        return caps.max_running is not None and self.counts.total >= caps.max_running
+
+    def allows(self, caps: FleetCaps, selected: Selected) -> bool:
+        room = self.counts.room(caps, selected.agent_id, selected.provider)
+        return room is None or room > 0
+
+    def took(self, selected: Selected, scopes: set[str]) -> None:
+        self.mine += 1
+        self.counts.add(selected.agent_id, selected.provider)
+        self.scopes |= scopes
+
+
+def _hold_fleet_caps(
+    session: Session, store: Store, caps: FleetCaps, wanted: Sequence[tuple[Task, Selected]]
+) -> None:
+    """Hold still the fleet-wide counts these claims are checked against (PostgreSQL;
+    SQLite's single writer already does). Sorted, so engines never wait on each other in
+    a circle."""
+    if store.is_sqlite:
+        return
+    for name in caps.lock_names((s.agent_id, s.provider) for _, s in wanted):
+        session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
+
+
+def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
+    """Of these tasks, the ones still unclaimed and not being claimed by another engine
+    right now (those rows are skipped, not waited for), read whole under their row lock."""
+    query = (
+        select(Task)
+        .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
+        .where(col(Task.execution_id).is_(None))
+        .with_for_update(skip_locked=True)
+        .execution_options(populate_existing=True)
+    )
+    return {task.key: task for task in session.exec(query)}
+
+
+def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
+    """Whether no other engine is claiming in these scopes at this moment (PostgreSQL).
+    Without it, a second claimant would wait on the unique scope index until the first
+    commits; with it, engines working on different jobs never wait on each other and
+    engines on the same scope never wait in a circle."""
+    if store.is_sqlite:
+        return True
+    for scope in sorted(scopes):
+        taken = session.exec(
+            text("SELECT pg_try_advisory_xact_lock(:k)").bindparams(k=lock_key(scope))
+        ).one()[0]
+        if not taken:
+            return False
+    return True
+
+
+def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
+    """Jobs whose budget is spent, read inside the claim transaction: two engines cannot
+    both start work on the last dollar."""
+    jobs = session.exec(select(Job).where(col(Job.id).in_(sorted(job_ids)))).all()
+    return set(budgets.job_holds(session, jobs))
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """What one claim writes on its task besides the new execution id."""
+
+    selected: Selected
+    engine_id: str
+    lease_s: float
+    now: float
+    lock_dir: str | None
+
+    def values(self, task: Task, execution_id: str) -> dict[str, Any]:
+        history = [*(task.execution_history or []), execution_id][-EXECUTION_HISTORY_KEPT:]
+        return {
+            "attempt": task.attempt + 1,
+            "execution_id": execution_id,
+            "execution_history": history,
+            "lease_owner": self.engine_id,
+            "lease_expires_at": self.now + self.lease_s,
+            "lock_dir": self.lock_dir,
+            "agent": self.selected.agent_id,
+            "provider": self.selected.provider,
+            "resumed_at": None,
+            "waiting_on_provider": None,
+            "updated_at": self.now,
+        }
+
+
+def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
+    """Claim a task whose row this transaction holds locked and found unclaimed.
+
+    A task without a scope is claimed in place: the session writes every such claim of the
+    batch in one go at commit. One that takes a scope is a conditional UPDATE in a
+    savepoint, so a unique-index refusal (another engine's claim committed since we
+    looked) costs only this task.
+    """
+    execution_id = uuid.uuid4().hex
+    values = ticket.values(locked, execution_id)
+    if locked.workstream or ticket.lock_dir:
+        claimed = _claim_scoped(session, locked.key, values)
+        if claimed is None:
+            return None
+    else:
+        for name, value in values.items():
+            setattr(locked, name, value)
+        claimed = locked
+    _count_assignment(session, claimed, ticket.selected, execution_id, ticket.now)
+    return Claim(claimed, ticket.selected, execution_id)
+
+
+def _claim_scoped(session: Session, key: str, values: dict[str, Any]) -> Task | None:
+    claim = (
+        update(Task)
+        .where(
+            col(Task.key) == key,
+            col(Task.state) == TaskState.QUEUED,
+            col(Task.execution_id).is_(None),
+        )
+        .values(**values)
+        .returning(Task)
+        .execution_options(populate_existing=True, synchronize_session=False)
+    )
+    try:
+        with session.begin_nested():
+            return session.execute(claim).scalars().first()
+    except IntegrityError:
+        return None  # a scope index says another engine holds its scope
+
+
+def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Execution:
+    return Execution(
+        id=claim.execution_id,
+        job_id=claim.task.job_id,
+        task_key=claim.task.key,
+        engine_id=engine_id,
+        attempt=claim.task.attempt,
+        agent=claim.selected.agent_id,
+        provider=claim.selected.provider,
+        artifact_dir=str(artifacts / claim.execution_id) if artifacts else None,
+    )
+
+
+def _count_assignment(
+    session: Session, task: Task, selected: Selected, execution_id: str, now: float
+) -> None:
+    if selected.via != "pin":
+        return
+    session.exec(
+        update(Assignment)
+        .where(
+            col(Assignment.job_id) == task.job_id,
+            col(Assignment.workstream) == (task.workstream or ""),
+            col(Assignment.role) == task.role,
+            col(Assignment.status) == "active",
+        )
+        .values(
+            executions=Assignment.executions + 1, last_execution_id=execution_id, updated_at=now
+        )
+    )
+
+
+def running_by_agent(running: Sequence[Task], engine_id: str) -> Counter[str]:
+    """Agents' claimed tasks on this engine, from the claimed tasks dispatch already read."""
+    return Counter(t.agent for t in running if t.agent and t.lease_owner == engine_id)
+
+
+def fleet_counts(tasks: Sequence[Task]) -> FleetCounts:
+    counts = FleetCounts()
+    for task in tasks:
+        counts.add(task.agent, task.provider)
+    return counts

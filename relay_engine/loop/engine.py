@@ -1,0 +1,396 @@
+"""The engine: a reconcile loop over durable state.
+
+Each tick reads the state, decides with the pure modules (scheduler, selection,
+recovery, outcomes) and applies the decisions in short transactions, starting and
+stopping agent processes in between. The loop runs in one thread; agent processes
+never block it (their output goes straight to artifact files, parsed incrementally),
+and each process exit wakes the loop at once.
+
+The tick's steps live with their state: :class:`~relay_engine.loop.starter.Starter` claims and
+spawns, :class:`~relay_engine.loop.reaper.Reaper` reads output and records exits,
+:class:`~relay_engine.loop.rounds.PlannerRounds` drives planned jobs. They share an
+:class:`~relay_engine.loop.runtime.EngineRuntime` (store, config, live processes), never the engine
+itself; this module owns the loop, the configuration, heartbeats and recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import watchfiles
+from sqlalchemy import or_
+from sqlmodel import Session, col, select, update
+
+from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
+from relay_engine.core.outcomes import StopReason
+from relay_engine.core.states import JobState, TaskState
+from relay_engine.git.worktrees import Worktrees
+from relay_engine.loop.health import DISK_FULL, Health, classify
+from relay_engine.loop.live import LiveExecution
+from relay_engine.loop.notify import Notifier
+from relay_engine.loop.pullstep import PullRequests
+from relay_engine.loop.readiness import finish_jobs, promote_ready, resume_parked
+from relay_engine.loop.reaper import Reaper
+from relay_engine.loop.reclaim import recover_tasks
+from relay_engine.loop.rounds import PlannerRounds
+from relay_engine.loop.runtime import EngineRuntime
+from relay_engine.loop.starter import Starter
+from relay_engine.ops import assignments, commands
+from relay_engine.ops.handlers import HANDLERS
+from relay_engine.ops.plans import gated_keys
+from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
+from relay_engine.store.db import Store, record_event
+from relay_engine.store.registry import mark_stopped, register_engine, this_host
+from relay_engine.store.schema import EngineRecord, Job, Plan, Task
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    """One engine process (or thread) working a workspace's database."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        store: Store | None = None,
+        config: RelayConfig | None = None,
+        role: str = "run",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.workspace = workspace.resolve()
+        self.store = store or Store.for_workspace(self.workspace)
+        self.role = role
+        self.clock = clock
+        self.id = f"{role}-{uuid.uuid4().hex[:10]}"
+        self.host = this_host()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._release_on_stop = True
+        self._stopped = threading.Event()
+        self._subscribers: list[Callable[[], None]] = []
+        self._registered = False
+        self._joined = False
+        self._last_heartbeat = 0.0
+        self._last_db_ok = clock()
+        self.runtime = EngineRuntime(
+            engine_id=self.id,
+            host=self.host,
+            workspace=self.workspace,
+            store=self.store,
+            config=config or load_config(self.workspace),
+            wake=self.wake,
+            worktrees=Worktrees(self.workspace),
+        )
+        self.starter = Starter(self.runtime)
+        self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
+        self.reaper = Reaper(self.runtime, plans=self.rounds)
+        self.notifier = Notifier(self.store, lambda: self.runtime.config.notifications)
+        self.pulls = PullRequests(self.runtime)
+        self.health = Health(self.runtime)
+        self._config_changed = threading.Event()
+        self._config_seen = self._config_stamp()
+        self._command_waiting = threading.Event()
+        self._last_full_tick = 0.0
+
+    @property
+    def config(self) -> RelayConfig:
+        return self.runtime.config
+
+    @property
+    def live(self) -> dict[str, LiveExecution]:
+        return self.runtime.live
+
+    @property
+    def condition(self) -> str | None:
+        """What holds this engine up ("disk full", "database busy", …), None when nothing."""
+        return self.runtime.condition
+
+    # -- public API ------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        self._subscribers.append(callback)
+
+    def wake(self, *_: object) -> None:
+        self._wake.set()
+
+    def live_count(self) -> int:
+        return len(self.live)
+
+    def submit_command(self, kind: str, payload: dict) -> int:
+        command_id = self.store.enqueue_command(kind, payload, now=self.clock())
+        self._command_waiting.set()
+        self.wake()
+        return command_id
+
+    def stop(self, *, release: bool = True, timeout: float = 15.0) -> None:
+        """End the loop; with ``release`` live agents stop and their tasks return to QUEUED."""
+        self._release_on_stop = release
+        self._stop.set()
+        self.wake()
+        self._stopped.wait(timeout)
+
+    def run(self, stop: threading.Event | None = None, *, until_idle: bool = False) -> bool:
+        """Run ticks until stopped (or idle); True when every job it saw succeeded."""
+        self._stopped.clear()
+        try:
+            while not self._stop.is_set() and not (stop and stop.is_set()):
+                full = self._full_tick_due()
+                changed = self._safe_tick(full=full)
+                if until_idle and full and not changed and self.is_idle():
+                    self._settle_all_jobs()
+                    break
+                self._wake.wait(self.config.engine.tick_seconds)
+                self._wake.clear()
+        finally:
+            self._stop.set()
+            self.shutdown(release=self._release_on_stop)
+            self._stopped.set()
+        return self.all_jobs_succeeded()
+
+    def register(self) -> None:
+        """Join the registry, mirror the agents, settle jobs; each step once, so a start
+        interrupted by a busy database resumes where it stopped on the next tick."""
+        if not self._registered:
+            register_engine(self.store, self.id, role=self.role, now=self.clock())
+            self._registered = True
+            self._watch_config()
+            self.notifier.start()
+        if not self._joined:
+            self._sync_agents()
+            self._settle_all_jobs()
+            self._joined = True
+
+    def _watch_config(self) -> None:
+        """Reload relay.toml on the next tick after it changes (watchfiles, in a thread)."""
+        path = self.workspace / CONFIG_FILE
+
+        def watch() -> None:
+            for changes in watchfiles.watch(
+                self.workspace,
+                stop_event=self._stop,
+                recursive=False,
+                debounce=200,
+                rust_timeout=500,
+            ):
+                if any(Path(changed).name == path.name for _, changed in changes):
+                    self._config_changed.set()
+                    self._command_waiting.set()
+                    self.wake()
+
+        threading.Thread(target=watch, daemon=True, name=f"relay-config-{self.id}").start()
+
+    def _config_stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = (self.workspace / CONFIG_FILE).stat()
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
+    def _maybe_reload_config(self, now: float) -> bool:
+        """Reload when relay.toml changed: watchfiles wakes us, the file's stamp decides."""
+        stamp = self._config_stamp()
+        if not self._config_changed.is_set() and stamp == self._config_seen:
+            return False
+        self._config_changed.clear()
+        if stamp == self._config_seen:
+            return False
+        self._config_seen = stamp
+        error = reload_config(self.runtime)
+        with self.store.write() as session:
+            if error:
+                record_event(
+                    session,
+                    "config.invalid",
+                    f"relay.toml not reloaded, keeping the last good config: {error}",
+                    now=now,
+                    level="error",
+                )
+            else:
+                self._mirror_agents(session, now)
+                record_event(
+                    session,
+                    "config.reloaded",
+                    f"relay.toml reloaded: {len(self.config.agents)} agents",
+                    now=now,
+                )
+        return True
+
+    def _sync_agents(self) -> None:
+        with self.store.write() as session:
+            self._mirror_agents(session, self.clock())
+
+    def _mirror_agents(self, session: Session, now: float) -> None:
+        settings = self.config.engine
+        assignments.sync_agents(
+            session,
+            self.config.agents,
+            now,
+            engine_id=self.id,
+            slots=settings.max_concurrent_agents,
+            lease_s=settings.lease_seconds,
+        )
+
+    def shutdown(self, *, release: bool) -> None:
+        now = self.clock()
+        for live in list(self.live.values()):
+            live.stop(StopReason.RELEASED if release else StopReason.LOST, 0.0)
+        deadline = time.monotonic() + self.config.engine.cancel_grace_seconds + 2
+        for live in list(self.live.values()):
+            live.process.terminate(self.config.engine.cancel_grace_seconds)
+            live.process.wait(max(deadline - time.monotonic(), 0.1))
+            if live.process.poll() is None:
+                live.process.kill_now()
+                live.process.wait(2)
+        self.reaper.reap(now)
+        self.starter.close()
+        self.pulls.close()
+        if self._registered:
+            mark_stopped(self.store, self.id, now=now)
+            self.notifier.stop()
+        self._publish()
+
+    # -- the tick --------------------------------------------------------------------
+    def _safe_tick(self, *, full: bool = True) -> bool:
+        """A tick; a busy or unreachable database or a full disk holds the engine up (and
+        is logged once) instead of stopping it. Anything else still stops it loudly."""
+        try:
+            self._command_waiting.clear()
+            changed = self.tick(full=full)
+        except Exception as error:
+            condition = classify(error)
+            if condition is None:
+                raise
+            self.health.failed(condition, error, self.clock())
+            return True
+        self._last_db_ok = self.clock()
+        self.health.succeeded(self._last_db_ok)
+        if changed:
+            self._publish()
+        return changed
+
+    def tick(self, *, full: bool = True) -> bool:
+        """One reconcile pass (DESIGN §2 order). True when anything changed.
+
+        A process exit wakes the loop for a *fast* tick (reap, settle, dispatch): the
+        completion transaction already released the dependents. Housekeeping (commands,
+        recovery, parked work, pull requests, planning, readiness) runs on full ticks, every
+        ``tick_seconds`` or when a command arrives.
+        """
+        self.register()
+        now = self.clock()
+        changed = False
+        if full:
+            self._last_full_tick = now
+            changed |= self._maybe_reload_config(now)
+            changed |= bool(
+                commands.apply_pending(self.store, self.id, now, self.command_handlers())
+            )
+            self._heartbeat(now)
+            changed |= recover_tasks(self.runtime, now)
+            changed |= resume_parked(self.store, now)
+            changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
+            changed |= self.pulls.tick(now)
+            changed |= self.plan(now)
+            changed |= promote_ready(self.store, now, self._gated())
+        changed |= self.reaper.reap(now, fence=full)
+        changed |= self._finish_jobs(now)
+        if (
+            self.condition != DISK_FULL
+            and now - self._last_db_ok < self.config.engine.lease_seconds
+        ):
+            changed |= self.starter.dispatch(now)
+        self.reaper.save_output(now)
+        return changed
+
+    def _full_tick_due(self) -> bool:
+        due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
+        return due or self._command_waiting.is_set()
+
+    def command_handlers(self) -> dict[str, commands.Handler]:
+        return HANDLERS
+
+    def plan(self, now: float) -> bool:
+        return self.rounds.tick(now)
+
+    def _gated(self) -> frozenset[str]:
+        with self.store.read() as session:
+            return gated_keys(session)
+
+    def is_idle(self) -> bool:
+        if self.runtime.held():
+            return False
+        # A task parked with no time to wake waits on an operator (an agent to log in, a CLI
+        # to install): nothing this engine does will move it, so it does not keep it busy.
+        waking = or_(Task.state != TaskState.PARKED, col(Task.not_before).is_not(None))
+        active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
+        with self.store.read() as session:
+            query = select(Task.key).where(col(Task.state).in_(active), waking).limit(1)
+            if session.exec(query).first() is not None or self._planning_active(session):
+                return False
+        return not self.pulls.busy(self.clock())
+
+    def _planning_active(self, session: Session) -> bool:
+        return self.rounds.planning_active(session)
+
+    def all_jobs_succeeded(self) -> bool:
+        with self.store.read() as session:
+            states = session.exec(select(Job.state)).all()
+        # READY: approved and waiting for its merge (by the operator, or by the user's git).
+        return all(state in ("SUCCEEDED", "MERGED", "READY") for state in states)
+
+    def _publish(self) -> None:
+        self.notifier.wake()
+        for callback in list(self._subscribers):
+            try:
+                callback()
+            except Exception:
+                log.exception("subscriber failed")
+
+    # -- heartbeat and recovery ------------------------------------------------------
+    def _heartbeat(self, now: float) -> None:
+        if now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
+            return
+        self._last_heartbeat = now
+        lease_until = now + self.config.engine.lease_seconds
+        with self.store.write() as session:
+            session.exec(
+                update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
+            )
+            held = list(self.runtime.held())
+            if held:
+                session.exec(
+                    update(Task)
+                    .where(col(Task.execution_id).in_(held))
+                    .values(lease_expires_at=lease_until)
+                )
+                session.exec(
+                    update(Plan)
+                    .where(col(Plan.execution_id).in_(held))
+                    .values(lease_expires_at=lease_until)
+                )
+
+    def _settle_all_jobs(self) -> None:
+        """Settle every active job, including ones another engine finished the work of."""
+        with self.store.read() as session:
+            active = session.exec(select(Job.id).where(Job.state == JobState.ACTIVE)).all()
+        self.runtime.dirty_jobs.update(active)
+        self._finish_jobs(self.clock())
+
+    def _finish_jobs(self, now: float) -> bool:
+        dirty = set(self.runtime.dirty_jobs)
+        self.runtime.dirty_jobs.clear()
+        return finish_jobs(self.store, dirty, now) if dirty else False
+
+
+def reload_config(runtime: EngineRuntime) -> str | None:
+    """Re-read relay.toml; keep the last good config and say why when it is invalid."""
+    try:
+        runtime.use_config(load_config(runtime.workspace))
+    except ConfigError as error:
+        return str(error)
+    return None

@@ -1,0 +1,112 @@
+"""The engine's view of the agent processes it started itself."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, update
+
+from relay_engine.agents.adapters.base import AgentReport, StreamParser
+from relay_engine.agents.launch import LaunchRequest, display_argv
+from relay_engine.agents.runner import LaunchSpec, RunningProcess
+from relay_engine.core.outcomes import Outcome, StopReason
+from relay_engine.core.redaction import Redactor
+from relay_engine.git.worktrees import MergeResult
+from relay_engine.store.schema import Execution
+
+MAX_RESULT_FILE_BYTES = 4 << 20
+
+
+@dataclass
+class LiveExecution:
+    execution_id: str
+    task_key: str | None
+    plan_id: int | None
+    job_id: str
+    agent_id: str
+    provider: str
+    process: RunningProcess
+    parser: StreamParser
+    stop_reason: StopReason | None = None
+    last_output: str = ""
+    saved_output: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None  # on the engine's clock, when its start was recorded
+
+    def timed_out(self, now: float) -> bool:
+        """Past its timeout on the engine's clock (the one ``now`` comes from)."""
+        started = self.started_at if self.started_at is not None else self.process.started_at
+        return now - started > self.process.spec.timeout_s
+
+    def stop(self, reason: StopReason, grace_s: float) -> None:
+        """Ask the process group to stop; the first reason given is the one recorded."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.process.terminate(grace_s)
+
+    def pump(self, now: datetime, budget: int = 1 << 20) -> AgentReport:
+        """Feed new output to the parser; bounded per call so a flood cannot stall a tick."""
+        chunk = self.process.read_new_stdout(budget)
+        if chunk:
+            self.parser.feed(chunk, now)
+            progress = self.parser.report.last_progress
+            self.last_output = progress or self.process.last_line() or self.last_output
+        return self.parser.report
+
+    def drain(self, now: datetime) -> None:
+        while chunk := self.process.read_new_stdout(1 << 20):
+            self.parser.feed(chunk, now)
+
+    def result_file(self) -> Any:
+        path = self.process.result_path
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
+                return None
+            return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError, RecursionError):  # deep nesting is an agent's bad output
+            return None
+
+
+@dataclass(frozen=True)
+class FinishedExecution:
+    """An exited agent and what its exit means, ready to be written down.
+
+    ``tree_settled`` says its worktree was dealt with (merged, kept or left to a new owner),
+    so a write retried on a later tick never merges twice; ``merge`` is what the merge did,
+    to be undone should the task turn out to belong to someone else by the time of writing.
+    """
+
+    live: LiveExecution
+    outcome: Outcome
+    report: AgentReport
+    exit_code: int
+    result_file: Any
+    tree_settled: bool = False
+    merge: MergeResult | None = None
+
+
+def record_spawn(
+    session: Session,
+    request: LaunchRequest,
+    live: LiveExecution,
+    spec: LaunchSpec,
+    now: float,
+    redactor: Redactor,
+) -> None:
+    """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
+    live.started_at = now
+    session.exec(
+        update(Execution)
+        .where(col(Execution.id) == request.execution_id)
+        .values(
+            pid=live.process.pid,
+            pgid=live.process.pgid,
+            started_at=now,
+            argv=display_argv(spec.argv, request.prompt, redactor),
+            cwd=str(spec.cwd),
+            artifact_dir=str(spec.artifact_dir),
+        )
+    )

@@ -1,0 +1,175 @@
+"""Tick steps that move work forward without running anything.
+
+Each reads only active rows (DRAFT, PARKED, limited providers, dirty jobs), so a
+tick costs the same whether the database holds a hundred or a million finished tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import or_
+from sqlmodel import Session, col, select
+
+from relay_engine.core.scheduler import readiness
+from relay_engine.core.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
+from relay_engine.loop.dispatch import task_facts
+from relay_engine.ops.completion import block_dependents
+from relay_engine.ops.pulls import to_review
+from relay_engine.ops.upstream import hold_for_other_jobs
+from relay_engine.store.db import Store, record_event
+from relay_engine.store.schema import Job, ProviderLimit, Review, Task
+from relay_engine.store.tasks import move_task, resume_parked_task, tasks_by_key
+
+
+def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
+    """DRAFT tasks whose dependencies all succeeded become QUEUED; failed ones block."""
+    with store.read() as session:
+        query = select(Task).where(Task.state == TaskState.DRAFT, col(Task.blocked_by).is_(None))
+        drafts = [t for t in session.exec(query) if t.key not in gated]
+        if not drafts:
+            return False
+        waiting, blocked_upstream = hold_for_other_jobs(session, drafts)
+        drafts = [t for t in drafts if t.key not in waiting]
+        dep_keys = {f"{t.job_id}/{d}" for t in drafts for d in t.dependencies}
+        deps = tasks_by_key(session, dep_keys)
+    states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
+    decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
+    transitive = blocked_upstream | {
+        t.key: deps[f"{t.job_id}/{d}"].blocked_by
+        for t in drafts
+        for d in t.dependencies
+        if f"{t.job_id}/{d}" in deps and deps[f"{t.job_id}/{d}"].blocked_by
+    }
+    if not decision.to_queue and not decision.blocked and not transitive:
+        return False
+    _apply_readiness(store, decision.to_queue, {**transitive, **decision.blocked}, now)
+    return True
+
+
+def _apply_readiness(
+    store: Store, to_queue: Iterable[str], blocked: dict[str, str], now: float
+) -> None:
+    with store.write() as session:
+        for key, task in tasks_by_key(session, [*to_queue, *blocked]).items():
+            if task.state != TaskState.DRAFT:
+                continue
+            if key in blocked:
+                block_dependents(session, task, blocker=blocked[key], now=now)
+                task.blocked_by = blocked[key]
+                session.add(task)
+                record_event(
+                    session,
+                    "task.blocked",
+                    f"{key} blocked by {blocked[key]}",
+                    now=now,
+                    job_id=task.job_id,
+                    task_key=key,
+                    level="warning",
+                )
+            else:
+                move_task(
+                    session,
+                    task,
+                    TaskState.QUEUED,
+                    now=now,
+                    kind="task.queued",
+                    message=f"{key} queued",
+                )
+
+
+def resume_parked(store: Store, now: float) -> bool:
+    """Providers whose reset passed are ok again; their parked tasks go back to the queue."""
+    with store.read() as session:
+        expired = list(
+            session.exec(
+                select(ProviderLimit).where(
+                    ProviderLimit.status == "limited", col(ProviderLimit.reset_at) <= now
+                )
+            )
+        )
+        due = list(
+            session.exec(
+                select(Task.key).where(Task.state == TaskState.PARKED, col(Task.not_before) <= now)
+            )
+        )
+    if not expired and not due:
+        return False
+    with store.write() as session:
+        for limit in expired:
+            limit.status = "ok"
+            limit.updated_at = now
+            session.add(limit)
+            record_event(
+                session,
+                "provider.recovered",
+                f"provider {limit.provider} usable again",
+                now=now,
+                data={"provider": limit.provider},
+            )
+        for task in tasks_by_key(session, due).values():
+            if task.state == TaskState.PARKED:
+                message = f"{task.key} resumed: {task.waiting_on_provider} reset passed"
+                resume_parked_task(session, task, now, message)
+    return True
+
+
+def finish_jobs(store: Store, job_ids: Iterable[str], now: float) -> bool:
+    """Manual jobs whose tasks are all settled end SUCCEEDED or FAILED."""
+    with store.read() as session:
+        done = [job_id for job_id in sorted(job_ids) if _settled_manual_job(session, job_id)]
+    if not done:
+        return False
+    changed = False
+    with store.write() as session:
+        for job_id in done:
+            job = session.get(Job, job_id)
+            if job is not None and _settled_manual_job(session, job_id):
+                changed |= settle_job(session, job, now)
+    return changed
+
+
+def _settled_manual_job(session: Session, job_id: str) -> bool:
+    """An active manual job none of whose tasks can still run (blocked drafts cannot)."""
+    job = session.get(Job, job_id)
+    if job is None or job.state != JobState.ACTIVE or job.mode != "manual":
+        return False
+    unsettled = (
+        select(Task.key)
+        .where(Task.job_id == job_id, col(Task.state).in_(list(ACTIVE_TASK_STATES)))
+        .where(or_(Task.state != TaskState.DRAFT, col(Task.blocked_by).is_(None)))
+        .limit(1)
+    )
+    return session.exec(unsettled).first() is None
+
+
+def settle_job(session, job: Job, now: float) -> bool:  # type: ignore[no-untyped-def]
+    counts: dict[str, int] = {}
+    # A final review's outcome is the pull request step's business (a stale one is cancelled).
+    reviews = select(Review.task_key).where(Review.job_id == job.id)
+    query = select(Task.state).where(Task.job_id == job.id, col(Task.key).not_in(reviews))
+    for state in session.exec(query):
+        counts[state] = counts.get(state, 0) + 1
+    blocked = counts.get(TaskState.DRAFT, 0)
+    failed, cancelled = counts.get(TaskState.FAILED, 0), counts.get(TaskState.CANCELLED, 0)
+    if failed or cancelled or blocked:
+        target = JobState.FAILED
+        job.error = f"{failed} failed, {cancelled} cancelled, {blocked} blocked"
+    elif to_review(session, job, now):
+        return True
+    else:
+        target = JobState.SUCCEEDED
+        job.error = None
+    job.state = check_job(job.state, target, key=job.id)
+    job.updated_at = now
+    session.add(job)
+    record_event(
+        session,
+        "job.finished",
+        f"job {job.id} {target.lower()}" + (f": {job.error}" if job.error else ""),
+        now=now,
+        job_id=job.id,
+        level="info" if target == JobState.SUCCEEDED else "error",
+        data={"state": target.value},
+    )
+    return True

@@ -1,0 +1,391 @@
+"""Reaping agents: read their output, stop the ones that must stop, record every exit.
+
+What an exit means is decided by :func:`outcomes.judge_exit`; this module gathers the
+facts (exit code, parsed report, result file, merge into the job branch) and writes all
+of a tick's exits in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+
+from sqlmodel import Session, col, select, update
+
+from relay_engine.contracts.pricing import execution_spend
+from relay_engine.core.outcomes import (
+    ExitFacts,
+    Outcome,
+    OutcomeKind,
+    StopReason,
+    ends_session,
+    judge_exit,
+    redact_outcome,
+)
+from relay_engine.core.selection import FleetView, Selected, pick_agent
+from relay_engine.git.worktrees import WorkspaceError
+from relay_engine.loop.health import excuse, low_space
+from relay_engine.loop.live import FinishedExecution, LiveExecution
+from relay_engine.loop.rounds import PlannerRounds
+from relay_engine.loop.runtime import EngineRuntime
+from relay_engine.ops import agents as agent_status
+from relay_engine.ops import assignments, budgets
+from relay_engine.ops.completion import (
+    LimitDecision,
+    apply_outcome,
+    fenced_tasks,
+    limited_providers,
+    record_limit,
+)
+from relay_engine.ops.pulls import vet_review
+from relay_engine.store.db import record_event
+from relay_engine.store.schema import Execution, Job, Task
+
+OUTPUT_SAVE_INTERVAL_S = 1.0
+STDERR_WATCH_INTERVAL_S = 2.0
+log = logging.getLogger(__name__)
+
+
+class Reaper:
+    """The reap step of the tick: the engine's live processes, from output to outcome."""
+
+    def __init__(self, runtime: EngineRuntime, *, plans: PlannerRounds) -> None:
+        self.runtime = runtime
+        self.plans = plans
+        self._last_output_save = 0.0
+
+    def reap(self, now: float, *, fence: bool = True) -> bool:
+        """Pump live output, stop what must stop, and write down every exit in one go.
+
+        Order per exit: judge it (from its own artifacts), then -- only while the execution
+        still owns its task -- merge its worktree, then the fenced write. An exit whose write
+        fails (database busy, disk full) stays in ``runtime.exited`` and is written on a
+        later tick, without merging again.
+        """
+        runtime = self.runtime
+        if not runtime.live and not runtime.exited:
+            return False
+        if fence and runtime.live:
+            self._fence_check()
+        wall = datetime.now().astimezone()
+        for live in list(runtime.live.values()):
+            report = live.pump(wall)
+            if report.limit is not None and live.stop_reason is None:
+                live.stop(StopReason.LIMITED, 2.0)
+            self._watch_stderr(live, now)
+            if live.parser.report.failure is not None and live.stop_reason is None:
+                live.stop(StopReason.UNAVAILABLE, 2.0)  # e.g. codex waiting for the network
+            if live.timed_out(now) and live.stop_reason is None:
+                live.stop(StopReason.TIMEOUT, runtime.config.engine.cancel_grace_seconds)
+            if live.process.poll() is not None:
+                finished = self._judge(live, wall)
+                del runtime.live[live.execution_id]
+                runtime.exited[live.execution_id] = finished
+        if not runtime.exited:
+            return False
+        self._settle_worktrees(now)
+        self._write_exits(now)
+        return True
+
+    def _watch_stderr(self, live: LiveExecution, now: float) -> None:
+        """Some CLIs retry a dead network on stderr only (gemini): look every few seconds."""
+        if now - live.extra.get("stderr_seen", 0.0) < STDERR_WATCH_INTERVAL_S:
+            return
+        live.extra["stderr_seen"] = now
+        live.parser.notice_stderr(live.process.stderr_tail())
+
+    def _fence_check(self) -> None:
+        """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
+        with self.runtime.store.read() as session:
+            mine = list(self.runtime.live)
+            owned = set(
+                session.exec(select(Task.execution_id).where(col(Task.execution_id).in_(mine)))
+            )
+            owned |= self.plans.owned_executions(session, mine)
+        for execution_id, live in self.runtime.live.items():
+            if execution_id not in owned and live.stop_reason is None:
+                live.stop(StopReason.LOST, self.runtime.config.engine.cancel_grace_seconds)
+
+    def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
+        """What the exit means, from the agent's own output (its worktree is settled later)."""
+        live.drain(wall)
+        exit_code = live.process.poll() or 0
+        stderr_tail = live.process.stderr_tail()
+        report = live.parser.finish(exit_code, stderr_tail, wall)
+        result_file = live.result_file()
+        outcome = judge_exit(
+            ExitFacts(
+                exit_code=exit_code,
+                stop_reason=live.stop_reason,
+                timeout_s=live.process.spec.timeout_s,
+                cli_error=report.error,
+                cli_is_error=report.is_error,
+                result_text=report.result_text,
+                result_file=result_file if result_file is not None else report.result_data,
+                limit=report.limit,
+                stderr_tail=stderr_tail,
+                failure=report.failure,
+                resumed=bool(live.extra.get("resumed")),
+            )
+        )
+        condition = self.runtime.condition or low_space(self.runtime.workspace / ".relay")
+        outcome = excuse(outcome, stderr_tail, condition)
+        for artifact in (live.process.stdout_path, live.process.stderr_path):
+            try:
+                self.runtime.redactor.file(artifact)
+            except OSError as error:  # a full disk must not lose the exit itself
+                log.warning("could not redact %s: %s", artifact, error)
+        live.last_output = self.runtime.redactor.text(live.last_output)
+        return FinishedExecution(
+            live, redact_outcome(outcome, self.runtime.redactor), report, exit_code, result_file
+        )
+
+    def _settle_worktrees(self, now: float) -> None:
+        """Merge (or keep) the work of exits whose task is still theirs; never anyone else's.
+
+        The ownership check renews the task's lease in the same statement, so the task
+        stays this execution's for a whole lease while git runs.
+        """
+        runtime = self.runtime
+        todo = [
+            e
+            for e in runtime.exited.values()
+            if not e.tree_settled
+            and e.live.plan_id is None
+            and runtime.worktrees.has_tree(e.live.job_id, e.live.task_key)
+        ]
+        if not todo:
+            return
+        claims = {e.live.task_key or "": e.live.execution_id for e in todo}
+        with runtime.store.write() as session:
+            owned = fenced_tasks(session, claims)
+            for task in owned.values():
+                task.lease_expires_at = now + runtime.config.engine.lease_seconds
+                session.add(task)
+        for exit_ in todo:
+            task = owned.get(exit_.live.task_key or "")
+            settled = replace(exit_, tree_settled=True)
+            if task is not None and exit_.outcome.kind is not OutcomeKind.LOST:
+                settled = self._settle_worktree(settled, task)
+            runtime.exited[exit_.live.execution_id] = settled
+
+    def _settle_worktree(self, exit_: FinishedExecution, task: Task) -> FinishedExecution:
+        """Merge a succeeded task's work into the job branch; a conflict fails the attempt."""
+        live, outcome = exit_.live, exit_.outcome
+        with self.runtime.store.read() as session:
+            job = session.get(Job, live.job_id)
+        if job is None:
+            return exit_
+        succeeded = outcome.kind is OutcomeKind.SUCCEEDED
+        try:
+            merge = self.runtime.worktrees.finish(
+                job.repo_path, job.id, task.task_id, task.title, succeeded=succeeded, kind=task.kind
+            )
+        except WorkspaceError as error:
+            if not succeeded:
+                return exit_
+            return replace(
+                exit_, outcome=Outcome(OutcomeKind.FAILED, error=f"could not merge: {error}")
+            )
+        if merge is None:
+            return exit_
+        if not merge.merged:
+            paths = ", ".join(merge.conflicts) or "unknown paths"
+            failed = Outcome(
+                OutcomeKind.FAILED,
+                summary=outcome.summary,
+                data=outcome.data,
+                error=f"merge conflict with the job branch in: {paths}",
+            )
+            return replace(exit_, outcome=failed)
+        merged = replace(outcome, diffstat=merge.diffstat.strip() or None, commit=merge.commit)
+        return replace(exit_, outcome=merged, merge=merge)
+
+    def _write_exits(self, now: float) -> None:
+        """One fenced transaction for every pending exit; a stale one is recorded as lost."""
+        runtime = self.runtime
+        pending = list(runtime.exited.values())
+        claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
+        stale: list[FinishedExecution] = []
+        with runtime.store.write() as session:
+            owned = fenced_tasks(session, claims)
+            for exit_ in pending:
+                live = exit_.live
+                task = owned.get(live.task_key or "")
+                if live.plan_id is not None:
+                    kept = self.plans.owns(session, live.plan_id, live.execution_id)
+                else:
+                    kept = task is not None
+                # The row first: applying the outcome may still refine it (a vetted review).
+                self._record_execution(session, exit_, now, kept)
+                if live.plan_id is not None:
+                    self.plans.complete(session, exit_, now)
+                else:
+                    self.on_complete(session, live, exit_.outcome, now, task)
+                if not kept and exit_.outcome.kind is not OutcomeKind.LOST:
+                    stale.append(exit_)
+            warn_at = runtime.config.engine.budget_warn_at
+            budgets.announce(session, {e.live.job_id for e in pending}, warn_at, now)
+        for exit_ in pending:
+            runtime.exited.pop(exit_.live.execution_id, None)
+        for exit_ in stale:
+            self._undo_merge(exit_)
+
+    def _undo_merge(self, exit_: FinishedExecution) -> None:
+        if exit_.merge is None:
+            return
+        with self.runtime.store.read() as session:
+            job = session.get(Job, exit_.live.job_id)
+        if job is not None:
+            self.runtime.worktrees.undo_merge(job.repo_path, job.id, exit_.merge)
+
+    def _record_execution(
+        self, session: Session, exit_: FinishedExecution, now: float, kept: bool
+    ) -> None:
+        """The execution's row; its outcome only when it still owned its task, else lost."""
+        live, report, outcome = exit_.live, exit_.report, exit_.outcome
+        kind, error = outcome.kind.value, outcome.error
+        if not kept and outcome.kind is not OutcomeKind.LOST:
+            kind = OutcomeKind.LOST.value
+            error = f"finished ({outcome.kind.value}) after its task moved on: result discarded"
+            _note_lost(session, live, outcome, error, now)
+        agent = self.runtime.config.agent(live.agent_id)
+        model = report.model or (agent.model if agent else None)
+        spend = execution_spend(
+            reported_cost=report.cost_usd,
+            model=model,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            cached_tokens=report.cached_tokens,
+            prices=self.runtime.config.prices,
+        )
+        session.exec(
+            update(Execution)
+            .where(col(Execution.id) == live.execution_id)
+            .values(
+                ended_at=now,
+                exit_code=exit_.exit_code,
+                outcome=kind,
+                error=error,
+                session_id=report.session_id,
+                input_tokens=report.input_tokens,
+                output_tokens=report.output_tokens,
+                cached_tokens=report.cached_tokens,
+                model=model,
+                cost_usd=spend.cost_usd,
+                cost_estimated=spend.estimated,
+                last_output=(live.last_output or live.saved_output or "")[:300] or None,
+            )
+        )
+
+    def on_complete(
+        self,
+        session: Session,
+        live: LiveExecution,
+        outcome: Outcome,
+        now: float,
+        task: Task | None,
+    ) -> None:
+        """Apply the outcome to ``task`` (None when it was taken from this execution)."""
+        if outcome.kind is OutcomeKind.LOST or task is None:
+            return
+        outcome = vet_review(session, task, outcome)
+        decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
+        wait = None
+        if outcome.kind is OutcomeKind.UNAVAILABLE and outcome.failure is not None:
+            wait = agent_status.decide_agent_wait(
+                session, task, outcome.failure, self.runtime.config, now
+            )
+        elif outcome.kind in (OutcomeKind.SUCCEEDED, OutcomeKind.FAILED):
+            agent_status.note_worked(session, live.agent_id, now)  # e.g. a probe got through
+        self._carry_over(session, task, live, outcome, decision, now)
+        apply_outcome(session, task, outcome, now=now, limit_decision=decision, agent_wait=wait)
+        self.runtime.settle_later(task.job_id)
+
+    def _carry_over(
+        self,
+        session: Session,
+        task: Task,
+        live: LiveExecution,
+        outcome: Outcome,
+        decision: LimitDecision | None,
+        now: float,
+    ) -> None:
+        """Session, memory and pin bookkeeping that outlives this execution."""
+        assignments.remember_session(
+            session,
+            task,
+            live.agent_id,
+            live.provider,
+            live.parser.report.session_id,
+            resumed=bool(live.extra.get("resumed")),
+            failed_for_good=ends_session(outcome, attempts_left=task.attempt < task.max_attempts),
+            now=now,
+        )
+        if outcome.kind is OutcomeKind.SUCCEEDED:
+            assignments.add_memory(session, task, outcome.summary, now)
+        if not (decision and decision.swap_to):
+            return
+        pin = assignments.active_pin(session, task)
+        if pin and pin.agent_id != decision.swap_to:
+            assignments.replace_pin(
+                session,
+                task.job_id,
+                task.workstream or "",
+                task.role,
+                decision.swap_to,
+                reason=f"swapped from {pin.agent_id}: {decision.provider} limited",
+                now=now,
+            )
+
+    def _limit_decision(
+        self, session: Session, task: Task, outcome: Outcome, now: float
+    ) -> LimitDecision:
+        signal = outcome.limit
+        assert signal is not None
+        provider = task.provider or signal.provider
+        limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
+        fleet = FleetView(limited_providers(session), agent_status.availability_map(session))
+        agents = self.runtime.config.agents
+        choice = pick_agent(task, agents, fleet, now, exclude=frozenset({provider}))
+        reason = signal.source_text[:200]
+        if isinstance(choice, Selected):
+            return LimitDecision(choice.agent_id, None, provider, reason)
+        return LimitDecision(None, limit.reset_at, provider, reason)
+
+    def save_output(self, now: float) -> None:
+        if not self.runtime.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+            return
+        self._last_output_save = now
+        changed = [lv for lv in self.runtime.live.values() if lv.last_output != lv.saved_output]
+        if not changed:
+            return
+        with self.runtime.store.write() as session:
+            for live in changed:
+                session.exec(
+                    update(Execution)
+                    .where(col(Execution.id) == live.execution_id)
+                    .values(
+                        last_output=self.runtime.redactor.text(live.last_output[:300]),
+                        session_id=live.parser.report.session_id,
+                    )
+                )
+                live.saved_output = live.last_output
+
+
+def _note_lost(
+    session: Session, live: LiveExecution, outcome: Outcome, error: str, now: float
+) -> None:
+    """The event that says a stale execution's late result was discarded."""
+    record_event(
+        session,
+        "execution.lost",
+        f"{live.task_key or f'plan {live.plan_id}'}: execution {live.execution_id[:8]} {error}",
+        now=now,
+        job_id=live.job_id,
+        task_key=live.task_key,
+        plan_id=live.plan_id,
+        level="warning",
+        data={"execution": live.execution_id, "outcome": outcome.kind.value},
+    )

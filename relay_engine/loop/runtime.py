@@ -1,0 +1,76 @@
+"""What the tick's steps share with the engine that runs them.
+
+The starter, the reaper and the planner rounds each need a few of the engine's facts
+(its id, store, workspace, current config, live processes) and a way to tell it a job
+needs settling. They get exactly that, not the :class:`~relay_engine.loop.engine.Engine`:
+the steps stay readable on their own and nothing imports the engine back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.core.recovery import ClaimFacts, Recovery, decide_recoveries
+from relay_engine.core.redaction import Redactor
+from relay_engine.git.worktrees import Worktrees
+from relay_engine.loop.live import FinishedExecution, LiveExecution
+from relay_engine.store.db import Store
+from relay_engine.store.registry import owner_facts
+
+
+@dataclass
+class EngineRuntime:
+    """One engine's shared, mutable state. ``config`` and ``redactor`` change on reload."""
+
+    engine_id: str
+    host: str
+    workspace: Path
+    store: Store
+    config: RelayConfig
+    wake: Callable[..., None]
+    worktrees: Worktrees
+    redactor: Redactor = field(init=False)
+    live: dict[str, LiveExecution] = field(default_factory=dict)
+    exited: dict[str, FinishedExecution] = field(default_factory=dict)
+    dirty_jobs: set[str] = field(default_factory=set)
+    condition: str | None = None  # "disk full" / "database busy": why the engine is held up
+
+    def __post_init__(self) -> None:
+        self.use_config(self.config)
+
+    def use_config(self, config: RelayConfig) -> None:
+        """Adopt a (re)loaded config and the secret values its agents' env holds."""
+        self.config = config
+        self.redactor = Redactor.for_agents(a.env for a in config.agents)
+
+    def settle_later(self, job_id: str) -> None:
+        """The job's tasks changed: the next tick decides whether the job is finished."""
+        self.dirty_jobs.add(job_id)
+
+    def held(self) -> frozenset[str]:
+        """Executions this engine still answers for: running, or exited but not yet written.
+
+        An exit whose write failed (disk full, database busy) stays ours until it is
+        written, so its lease keeps being renewed and nobody recovers it meanwhile.
+        """
+        return frozenset(self.live) | frozenset(self.exited)
+
+    def lost_claims(self, claims: list[ClaimFacts], now: float) -> list[Recovery]:
+        """Claims whose runner is gone (dead engine, silent host) or whose lease expired."""
+        if not claims:
+            return []
+        with self.store.read() as session:
+            owners = owner_facts(session, {c.owner or "" for c in claims}, self.host)
+        return decide_recoveries(
+            claims,
+            owners,
+            my_engine=self.engine_id,
+            my_live=self.held(),
+            my_host=self.host,
+            now=now,
+            ttl=self.config.engine.lease_seconds,
+            max_recoveries=self.config.engine.max_recoveries,
+        )

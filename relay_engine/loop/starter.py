@@ -1,0 +1,406 @@
+"""Starting agents: pick what may run, claim it, write its artifacts and spawn it.
+
+The decisions come from the pure scheduler and selection modules (via :mod:`dispatch`);
+this module turns a tick's claims into running processes and records them.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session
+
+from relay_engine.agents.launch import (
+    LaunchRequest,
+    adapter_for,
+    artifact_dir,
+    artifacts_root,
+    build_launch,
+    missing_executable,
+)
+from relay_engine.agents.runner import LaunchError, LaunchSpec, launch
+from relay_engine.contracts.config import AgentConfig
+from relay_engine.contracts.prompts import assemble_prompt
+from relay_engine.core.capacity import FleetCaps
+from relay_engine.core.failures import AgentFailure
+from relay_engine.core.faults import DiskFull, is_disk_full
+from relay_engine.core.outcomes import Outcome, OutcomeKind, StopReason
+from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
+from relay_engine.core.states import TaskState
+from relay_engine.git.worktrees import WorkspaceError
+from relay_engine.loop import dispatch
+from relay_engine.loop.crashpoints import crash_point
+from relay_engine.loop.live import LiveExecution, record_spawn
+from relay_engine.loop.runtime import EngineRuntime
+from relay_engine.ops import agents as agent_status
+from relay_engine.ops import assignments, budgets
+from relay_engine.ops.completion import (
+    fail_or_retry,
+    fail_task,
+    fenced_task,
+    fenced_tasks,
+    finish_execution_row,
+    limited_providers,
+    move_to_other_agent,
+    release_task,
+)
+from relay_engine.ops.failed_starts import (
+    Stage,
+    StartFailure,
+    error_text,
+    unclaimed_execution,
+    write_artifacts,
+)
+from relay_engine.ops.jobs import timeout_for
+from relay_engine.ops.prompt_context import prompt_context
+from relay_engine.store.schema import Job, Task
+from relay_engine.store.tasks import move_task
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A start that failed for the machine's reasons (disk full): refunded, not charged."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class Starter:
+    """The dispatch step of the tick, and the one way agent processes are spawned."""
+
+    def __init__(self, runtime: EngineRuntime) -> None:
+        self.runtime = runtime
+        self._base_env = dict(os.environ)  # copied once: every launch starts from it
+        self._spawner = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
+        )
+
+    def close(self) -> None:
+        self._spawner.shutdown(wait=True)
+
+    def dispatch(self, now: float) -> bool:
+        """Start what may start now: order, capacity, scope locks, agent selection."""
+        config, engine_id = self.runtime.config, self.runtime.engine_id
+        with self.runtime.store.read() as session:
+            limits = limited_providers(session)
+            view = dispatch.read_queue(
+                session,
+                limits,
+                config.engine.max_concurrent_agents,
+                engine_id=engine_id,
+                max_running=config.cluster.max_running,
+            )
+            if not view.queued or view.free <= 0:
+                return False
+            running = dispatch.running_by_agent(view.running, engine_id)
+            fleet = dispatch.fleet_counts(view.running)
+            spent = budgets.job_holds(session, view.jobs.values())
+            unavailable = agent_status.availability_map(session)
+            unavailable |= budgets.agent_holds(session, config, now)
+            view = replace(view, fleet=replace(view.fleet, availability=unavailable))
+        wanted: list[tuple[Task, Selected]] = []
+        changed = False
+        caps = FleetCaps.from_config(config)
+        for task in dispatch.choose(view):
+            if task.job_id in spent:
+                changed |= self._park_on_budget(task.key, spent[task.job_id], now)
+                continue
+            selection = pick_agent(
+                task, config.agents, view.fleet, now, running=running, counts=fleet, caps=caps
+            )
+            if isinstance(selection, Selected):
+                wanted.append((task, selection))
+                running[selection.agent_id] += 1
+                fleet.add(selection.agent_id, selection.provider)
+            elif isinstance(selection, Park):
+                changed |= self._park_before_launch(task, selection, now)
+            elif isinstance(selection, NoAgent):
+                changed |= self._fail_unassignable(task, selection.reason, now)
+        return self._start(wanted, view.lock_dirs, caps, now) or changed
+
+    def _start(
+        self,
+        wanted: list[tuple[Task, Selected]],
+        lock_dirs: dict[str, str | None],
+        caps: FleetCaps,
+        now: float,
+    ) -> bool:
+        """Claim in one transaction, spawn, then record every start in one more.
+
+        Each agent's supervisor writes its on-disk record before the agent runs, so an
+        engine killed anywhere in between leaves nothing that recovery cannot find and kill.
+        """
+        if not wanted:
+            return False
+        runtime = self.runtime
+        claims = dispatch.claim_batch(
+            runtime.store,
+            wanted,
+            engine_id=runtime.engine_id,
+            capacity=runtime.config.engine.max_concurrent_agents,
+            lease_s=runtime.config.engine.lease_seconds,
+            now=now,
+            artifacts=artifacts_root(runtime.workspace),
+            caps=caps,
+            lock_dirs=lock_dirs,
+        )
+        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
+        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
+        # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
+        # overlapping them keeps a burst of starts from stalling the loop.
+        for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
+            if isinstance(result, str | AgentFailure | Deferred):
+                failed.append((claim, result))
+            else:
+                started.append((claim, *result))
+        crash_point("spawned")
+        try:
+            self._record_starts(started, failed, now)
+        except BaseException:
+            for _, live, _, _ in started:  # never run work the database does not know about
+                live.stop(StopReason.RELEASED, 0.0)
+            raise
+        return bool(claims)
+
+    def _record_starts(
+        self,
+        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]],
+        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]],
+        now: float,
+    ) -> None:
+        with self.runtime.store.write() as session:
+            owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
+            for claim, live, spec, request in started:
+                record_spawn(session, request, live, spec, now, self.runtime.redactor)
+                self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
+            for claim, error in failed:
+                self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
+        if any(isinstance(error, Deferred) for _, error in failed):
+            raise DiskFull("no space left for the artifacts of new executions")
+
+    def _prepare(
+        self, claim: dispatch.Claim
+    ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure | Deferred:
+        """Build and start one claimed task's agent; why, when it cannot start (an
+        :class:`AgentFailure` when the agent's CLI is missing, a :class:`Deferred` when the
+        disk is full: the task is not to blame for either). A start that fails leaves
+        error.txt (and prompt.md, once assembled) in the execution's artifact folder."""
+        stage, prompt = Stage.AGENT, None
+        agent = self.runtime.config.agent(claim.selected.agent_id)
+        failed: str | AgentFailure | Deferred
+        if agent is None:
+            failed = f"agent {claim.selected.agent_id} is no longer configured"
+        elif (missing := missing_executable(agent)) is not None:
+            failed = missing
+        else:
+            try:
+                stage = Stage.PROMPT
+                job, prompt, resume = self._assemble(claim.task, agent)
+                stage = Stage.WORKTREE
+                request = self._launch_request(claim, agent, job, prompt, resume)
+                stage = Stage.LAUNCH
+                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+                return live, spec, request
+            except (LaunchError, WorkspaceError, OSError, ValueError) as error:
+                failed = Deferred(str(error)) if is_disk_full(error) else str(error)
+        self._keep_failure(claim, StartFailure(stage, _describe(failed)), prompt)
+        return failed
+
+    def _keep_failure(
+        self, claim: dispatch.Claim, failure: StartFailure, prompt: str | None
+    ) -> None:
+        redact = self.runtime.redactor.text
+        text = error_text(claim.task, claim.selected.agent_id, failure)
+        directory = artifact_dir(self.runtime.workspace, claim.execution_id)
+        write_artifacts(directory, redact(text), redact(prompt) if prompt is not None else None)
+
+    def spawn(
+        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
+    ) -> tuple[LiveExecution, LaunchSpec]:
+        """Start the agent process; the caller records it (see :func:`record_spawn`)."""
+        spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
+        spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
+        process = launch(spec, on_exit=self.runtime.wake)
+        live = LiveExecution(
+            execution_id=request.execution_id,
+            task_key=task_key,
+            plan_id=plan_id,
+            job_id=request.job_id,
+            agent_id=request.agent.id,
+            provider=request.agent.provider,
+            process=process,
+            parser=adapter_for(request.agent).parser(),
+            extra={"resumed": request.resume_session_id is not None},
+        )
+        self.runtime.live[request.execution_id] = live
+        return live, spec
+
+    def _assemble(self, task: Task, agent: AgentConfig) -> tuple[Job | None, str, str | None]:
+        """The task's job, its prompt, and the provider session to resume (if any)."""
+        with self.runtime.store.read() as session:
+            job = session.get(Job, task.job_id)
+            prompt = assemble_prompt(
+                prompt_context(session, self.runtime.workspace, task, job, agent.provider)
+            )
+            resume = assignments.resumable_session(session, task, agent.id)
+        return job, prompt, resume
+
+    def _launch_request(
+        self,
+        claim: dispatch.Claim,
+        agent: AgentConfig,
+        job: Job | None,
+        prompt: str,
+        resume: str | None,
+    ) -> LaunchRequest:
+        """Where the agent will run: a fresh worktree when the job's repo is git."""
+        task = claim.task
+        cwd = (
+            self.runtime.worktrees.cwd_for(
+                job.repo_path, job.id, task.task_id, job.base_branch, kind=task.kind
+            )
+            if job
+            else self.runtime.workspace
+        )
+        return LaunchRequest(
+            execution_id=claim.execution_id,
+            task_key=task.key,
+            job_id=task.job_id,
+            attempt=task.attempt,
+            prompt=prompt,
+            cwd=cwd,
+            timeout_s=timeout_for(task),
+            agent=agent,
+            sim_script=task.sim,
+            resume_session_id=resume,
+        )
+
+    def _mark_started(
+        self, session: Session, fenced: Task | None, execution_id: str, now: float
+    ) -> None:
+        """RUNNING, unless the task was taken from this execution meanwhile (``fenced`` None)."""
+        if fenced is None:
+            return
+        move_task(
+            session,
+            fenced,
+            TaskState.RUNNING,
+            now=now,
+            kind="task.started",
+            message=f"{fenced.key} started on {fenced.agent} "
+            f"(attempt {fenced.attempt}/{fenced.max_attempts})",
+            started_at=now,
+            data={"agent": fenced.agent, "provider": fenced.provider, "execution": execution_id},
+        )
+
+    def _launch_failed(
+        self,
+        session: Session,
+        key: str,
+        execution_id: str,
+        error: str | AgentFailure | Deferred,
+        now: float,
+    ) -> None:
+        """A start that failed: the task's fault (charged), or the machine's (refunded)."""
+        fenced = fenced_task(session, key, execution_id)
+        if isinstance(error, Deferred):
+            outcome = Outcome(OutcomeKind.RELEASED, error=f"not started: {error.reason}")
+            finish_execution_row(
+                session, execution_id, outcome, exit_code=None, now=now, never_ran=True
+            )
+            if fenced is not None:
+                release_task(session, fenced, f"not started: {error.reason}", now=now)
+            return
+        if isinstance(error, AgentFailure):
+            outcome = Outcome(OutcomeKind.UNAVAILABLE, error=f"{error.kind}: {error.reason}")
+        else:
+            outcome = Outcome(OutcomeKind.FAILED, error=error)
+        finish_execution_row(
+            session, execution_id, outcome, exit_code=None, now=now, never_ran=True
+        )
+        if fenced is None:
+            return
+        self.runtime.settle_later(fenced.job_id)
+        if isinstance(error, AgentFailure):
+            wait = agent_status.decide_agent_wait(session, fenced, error, self.runtime.config, now)
+            move_to_other_agent(session, fenced, wait, now)
+        else:
+            fail_or_retry(session, fenced, f"could not start agent: {error}", now=now)
+
+    def _park_before_launch(self, task: Task, park: Park, now: float) -> bool:
+        """Park without launching; a wait on an unavailable agent keeps its reason as the error
+        (the task's provider stays the one it last ran on)."""
+        extra = {"provider": park.provider} if park.agent is None else {"error": park.reason}
+        return self._settle_unclaimed(
+            task.key,
+            TaskState.PARKED,
+            now,
+            kind="task.parked",
+            level="warning",
+            message=f"{task.key} parked before launch: {park.reason}",
+            not_before=park.until,
+            waiting_on_provider=park.provider,
+            parked_at=now,
+            data={"provider": park.provider, "until": park.until, "agent": park.agent},
+            **extra,
+        )
+
+    def _park_on_budget(self, key: str, hold: budgets.Hold, now: float) -> bool:
+        with self.runtime.store.write() as session:
+            fresh = self._unclaimed(session, key)
+            if fresh is None:
+                return False
+            budgets.park_on_budget(session, fresh, hold, now)
+        return True
+
+    def _fail_unassignable(self, task: Task, reason: str, now: float) -> bool:
+        self.runtime.settle_later(task.job_id)
+        with self.runtime.store.write() as session:
+            fresh = self._unclaimed(session, task.key)
+            if fresh is None:
+                return False
+            fail_task(session, fresh, reason, f"cannot run: {reason}", now=now)
+            self._record_unassignable(session, fresh, reason, now)
+        return True
+
+    def _record_unassignable(self, session: Session, task: Task, reason: str, now: float) -> None:
+        """No agent can take the task: an execution row and error.txt all the same."""
+        runtime = self.runtime
+        execution = unclaimed_execution(
+            task,
+            engine_id=runtime.engine_id,
+            artifacts=artifacts_root(runtime.workspace),
+            error=f"cannot run: {reason}",
+            now=now,
+        )
+        failure = StartFailure(Stage.SELECTION, reason)
+        write_artifacts(Path(execution.artifact_dir or ""), error_text(task, None, failure))
+        session.add(execution)
+
+    def _settle_unclaimed(self, key: str, target: TaskState, now: float, **change: Any) -> bool:
+        """Move a still-unclaimed queued task; False if another engine got to it first."""
+        with self.runtime.store.write() as session:
+            fresh = self._unclaimed(session, key)
+            if fresh is None:
+                return False
+            move_task(session, fresh, target, now=now, **change)
+        return True
+
+    @staticmethod
+    def _unclaimed(session: Session, key: str) -> Task | None:
+        fresh = session.get(Task, key)
+        if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
+            return None
+        return fresh
+
+
+def _describe(failed: str | AgentFailure | Deferred) -> str:
+    if isinstance(failed, AgentFailure):
+        return f"{failed.kind.value}: {failed.reason} (fix: {failed.fix})"
+    return str(failed)

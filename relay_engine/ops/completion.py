@@ -1,0 +1,355 @@
+"""Applying an execution's outcome to its task, fenced by the execution id.
+
+Completing a task and releasing its dependents happen in one transaction, so no
+observer ever sees a SUCCEEDED task whose ready dependents are still DRAFT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from relay_engine.contracts.time_format import format_time
+from relay_engine.core.limits import effective_reset
+from relay_engine.core.outcomes import Outcome, OutcomeKind
+from relay_engine.core.states import TaskState
+from relay_engine.ops import troubleshoot
+from relay_engine.ops.plans import allowed_wave
+from relay_engine.store.db import ensure_row, record_event
+from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
+from relay_engine.store.tasks import job_tasks, move_task, tasks_by_key
+
+
+@dataclass(frozen=True)
+class LimitDecision:
+    """Where a task goes after its provider hit a limit: another agent, or parked."""
+
+    swap_to: str | None  # agent id that will take it, or None to park
+    park_until: float | None
+    provider: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class AgentWait:
+    """Where a task goes after its agent could not work at all: another agent, or parked."""
+
+    agent_id: str
+    swap_to: str | None
+    park_until: float | None  # None: until the agent is cleared (operator or config change)
+    reason: str  # "not logged in · Please run /login"
+    waiting: str  # "waiting on agent claude-main: ..." when no other agent can take it
+
+
+def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
+    """The task, only while this execution still owns it (the fencing check)."""
+    query = select(Task).where(Task.key == key, Task.execution_id == execution_id)
+    return session.exec(query.with_for_update()).first()
+
+
+def fenced_tasks(session: Session, claims: Mapping[str, str]) -> dict[str, Task]:
+    """:func:`fenced_task` for many executions in one statement: key -> task still owned."""
+    if not claims:
+        return {}
+    query = select(Task).where(col(Task.key).in_(list(claims))).with_for_update()
+    return {t.key: t for t in session.exec(query) if t.execution_id == claims[t.key]}
+
+
+def finish_execution_row(
+    session: Session,
+    execution_id: str,
+    outcome: Outcome,
+    *,
+    exit_code: int | None,
+    now: float,
+    never_ran: bool = False,
+) -> None:
+    """End an execution row; ``never_ran``: a start that failed, timed at this moment."""
+    execution = session.get(Execution, execution_id)
+    if execution is None:
+        return
+    if never_ran and execution.started_at is None:
+        execution.started_at = now  # so it sorts among the task's runs on every database
+    execution.ended_at = now
+    execution.exit_code = exit_code
+    execution.outcome = outcome.kind.value
+    execution.error = outcome.error
+    session.add(execution)
+
+
+def apply_outcome(
+    session: Session,
+    task: Task,
+    outcome: Outcome,
+    *,
+    now: float,
+    limit_decision: LimitDecision | None = None,
+    agent_wait: AgentWait | None = None,
+) -> None:
+    """Move ``task`` (already fenced) to where ``outcome`` sends it."""
+    if outcome.kind is OutcomeKind.SUCCEEDED:
+        _succeed(session, task, outcome, now)
+    elif outcome.kind is OutcomeKind.RELEASED:
+        release_task(session, task, outcome.error or "engine stopped", now=now)
+    elif outcome.kind is OutcomeKind.SESSION_GONE:
+        reason = "its resumed provider session is gone, so it runs again in a fresh one"
+        release_task(session, task, reason, now=now)
+    elif outcome.kind is OutcomeKind.LIMITED:
+        assert limit_decision is not None
+        _limited(session, task, limit_decision, now)
+    elif outcome.kind is OutcomeKind.UNAVAILABLE and agent_wait is not None:
+        move_to_other_agent(session, task, agent_wait, now)
+    else:
+        fail_or_retry(session, task, outcome.error or outcome.kind.value, now=now)
+
+
+def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None:
+    move_task(
+        session,
+        task,
+        TaskState.SUCCEEDED,
+        now=now,
+        kind="task.succeeded",
+        message=f"{task.key} succeeded: {outcome.summary or 'done'}"[:500],
+        result_summary=outcome.summary,
+        result=outcome.data,
+        error=None,
+        finished_at=now,
+        diffstat=outcome.diffstat,
+        commit_sha=outcome.commit,
+    )
+    if outcome.commit:
+        job = session.get(Job, task.job_id)
+        if job is not None:
+            job.head_sha = outcome.commit
+            job.job_branch = f"relay/{job.id}"
+            session.add(job)
+    release_dependents(session, task, now=now)
+    if task.kind == troubleshoot.KIND:
+        troubleshoot.conclude(session, task, now)
+
+
+def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> None:
+    if task.attempt < task.max_attempts:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.retrying",
+            level="warning",
+            message=f"{task.key} attempt {task.attempt}/{task.max_attempts} failed: {error}"[:500],
+            error=error,
+        )
+        return
+    fail_task(session, task, error, f"failed after {task.attempt} attempts: {error}", now=now)
+
+
+def fail_task(session: Session, task: Task, error: str, why: str, *, now: float) -> None:
+    """FAILED for good, its dependents blocked; a troubleshooter may still bring it back."""
+    move_task(
+        session,
+        task,
+        TaskState.FAILED,
+        now=now,
+        kind="task.failed",
+        level="error",
+        message=f"{task.key} {why}"[:500],
+        error=error,
+        finished_at=now,
+    )
+    block_dependents(session, task, blocker=task.task_id, now=now)
+    if task.kind == troubleshoot.KIND:
+        troubleshoot.conclude(session, task, now)
+    else:
+        troubleshoot.request(session, task, now)
+
+
+def release_task(session: Session, task: Task, reason: str, *, now: float) -> None:
+    """Back to the queue with the attempt refunded: the run ended for reasons not its own."""
+    move_task(
+        session,
+        task,
+        TaskState.QUEUED,
+        now=now,
+        kind="task.released",
+        message=f"{task.key} returned to the queue: {reason} (attempt refunded)"[:500],
+        attempt=max(task.attempt - 1, 0),
+    )
+
+
+def _limited(session: Session, task: Task, decision: LimitDecision, now: float) -> None:
+    _swap_or_park(
+        session,
+        task,
+        now,
+        swap_to=decision.swap_to,
+        swap_message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
+        f"{decision.reason}",
+        park_message=f"{task.key} parked until {decision.provider} resets at "
+        f"{format_time(decision.park_until)}: {decision.reason}",
+        park_until=decision.park_until,
+        waiting_on=decision.provider,
+        data={"provider": decision.provider, "agent": decision.swap_to}
+        if decision.swap_to
+        else {"provider": decision.provider, "until": decision.park_until},
+        provider=decision.provider,
+    )
+
+
+def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: float) -> None:
+    """The agent, not the task, failed: refund the attempt; swap, or park waiting on it."""
+    _swap_or_park(
+        session,
+        task,
+        now,
+        swap_to=wait.swap_to,
+        swap_message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
+        f"{wait.reason}",
+        park_message=f"{task.key} parked: {wait.waiting}",
+        park_until=wait.park_until,
+        waiting_on=wait.agent_id,
+        data={"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until},
+        error=wait.waiting,
+    )
+
+
+def _swap_or_park(
+    session: Session,
+    task: Task,
+    now: float,
+    *,
+    swap_to: str | None,
+    swap_message: str,
+    park_message: str,
+    park_until: float | None,
+    waiting_on: str,
+    data: dict[str, Any],
+    **park_fields: Any,
+) -> None:
+    """Not the task's fault: refund its attempt and hand it to ``swap_to``, else park it."""
+    refunded = max(task.attempt - 1, 0)
+    if swap_to is not None:
+        move_task(
+            session,
+            task,
+            TaskState.QUEUED,
+            now=now,
+            kind="task.swapped",
+            level="warning",
+            message=swap_message[:500],
+            attempt=refunded,
+            # A task pinned to the agent that failed follows the swap, so the event tells the truth.
+            pinned_agent=swap_to if task.pinned_agent else None,
+            data=data,
+        )
+        return
+    move_task(
+        session,
+        task,
+        TaskState.PARKED,
+        now=now,
+        kind="task.parked",
+        level="warning",
+        message=park_message[:500],
+        attempt=refunded,
+        not_before=park_until,
+        waiting_on_provider=waiting_on,
+        parked_at=now,
+        data=data,
+        **park_fields,
+    )
+
+
+def release_dependents(session: Session, task: Task, *, now: float) -> list[Task]:
+    """Queue every DRAFT dependent of ``task`` whose dependencies have now all succeeded."""
+    # A draft that also waits on another job's task is left to the readiness pass.
+    drafts = [
+        t
+        for t in job_tasks(session, task.job_id, [TaskState.DRAFT])
+        if task.task_id in t.dependencies and t.blocked_by is None and not t.external_deps
+    ]
+    if not drafts:
+        return []
+    dep_keys = {f"{task.job_id}/{d}" for t in drafts for d in t.dependencies}
+    states = {t.task_id: t.state for t in tasks_by_key(session, dep_keys).values()}
+    states[task.task_id] = TaskState.SUCCEEDED
+    released = []
+    job = session.get(Job, task.job_id)
+    gate = allowed_wave(session, job) if job is not None and job.wave_gate != "auto" else None
+    for draft in drafts:
+        if gate is not None and draft.wave > gate:
+            continue  # a wave gate holds it; readiness queues it once the wave is approved
+        if all(states.get(dep) == TaskState.SUCCEEDED for dep in draft.dependencies):
+            move_task(
+                session,
+                draft,
+                TaskState.QUEUED,
+                now=now,
+                kind="task.queued",
+                message=f"{draft.key} queued: dependencies succeeded",
+            )
+            released.append(draft)
+    return released
+
+
+def block_dependents(session: Session, task: Task, *, blocker: str, now: float) -> None:
+    """Mark every transitive DRAFT dependent as blocked by ``blocker``."""
+    drafts = job_tasks(session, task.job_id, [TaskState.DRAFT])
+    frontier = {task.task_id}
+    changed = True
+    while changed:
+        changed = False
+        for draft in drafts:
+            if draft.task_id in frontier or not frontier.intersection(draft.dependencies):
+                continue
+            frontier.add(draft.task_id)
+            changed = True
+            if draft.blocked_by != blocker:
+                draft.blocked_by = blocker
+                draft.updated_at = now
+                session.add(draft)
+                record_event(
+                    session,
+                    "task.blocked",
+                    f"{draft.key} blocked by {blocker}",
+                    now=now,
+                    job_id=draft.job_id,
+                    task_key=draft.key,
+                    level="warning",
+                )
+
+
+def record_limit(
+    session: Session, provider: str, reset_at: float | None, source: str, now: float
+) -> ProviderLimit:
+    """Mark a provider limited until ``reset_at`` (or the back-off when none was given)."""
+    ensure_row(session, ProviderLimit, provider=provider)
+    limit = session.exec(
+        select(ProviderLimit).where(ProviderLimit.provider == provider).with_for_update()
+    ).one()
+    was_limited = limit.status == "limited"
+    limit.consecutive_hits = limit.consecutive_hits + 1 if was_limited else 1
+    limit.status = "limited"
+    limit.reset_at = effective_reset(reset_at, now, limit.consecutive_hits)
+    limit.source_text = source[:300]
+    limit.detected_at = now
+    limit.updated_at = now
+    session.add(limit)
+    record_event(
+        session,
+        "provider.limited",
+        f"provider {provider} limited until {format_time(limit.reset_at)}: {source[:200]}",
+        now=now,
+        level="warning",
+        data={"provider": provider, "reset_at": limit.reset_at},
+    )
+    return limit
+
+
+def limited_providers(session: Session) -> dict[str, float]:
+    rows = session.exec(select(ProviderLimit).where(col(ProviderLimit.status) == "limited"))
+    return {row.provider: row.reset_at or 0.0 for row in rows}

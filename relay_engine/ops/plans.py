@@ -1,0 +1,448 @@
+"""Planner rounds: an objective becomes waves of tasks, round after round.
+
+A round is a Plan row with executions of its own (not a task). The decisions about
+what a job needs next are pure (:func:`next_step`); the rest of this module gathers
+their inputs and applies them in short transactions, reusing the same claim, lease
+and fencing rules as tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session, col, select, update
+
+from relay_engine.contracts.planner import (
+    PlanAccepted,
+    PlannerResult,
+    TaskSummary,
+    materialise,
+    planner_prompt,
+    validate_planner_output,
+)
+from relay_engine.core.states import (
+    ACTIVE_TASK_STATES,
+    JobState,
+    PlanState,
+    TaskState,
+    check_job,
+    check_plan,
+)
+from relay_engine.ops.commands import cancel_task, retry_task
+from relay_engine.ops.jobs import add_tasks
+from relay_engine.store.db import record_event
+from relay_engine.store.schema import Execution, Job, Plan, Task
+from relay_engine.store.tasks import job_tasks
+
+PLAN_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What decides a planned job's next step."""
+
+    state: str
+    rounds: int
+    max_rounds: int
+    latest_status: str | None
+    latest_objective: str | None
+    children_stored: bool
+    active_tasks: int  # queued, running, parked, or draft and not blocked
+
+
+def next_step(facts: JobFacts) -> str:
+    """One of: wait, start-initial, materialise, continue, succeed, fail, exhausted."""
+    if facts.state != JobState.ACTIVE:
+        return "wait"
+    if facts.latest_status is None:
+        return "start-initial"
+    if facts.latest_status == PlanState.PLANNING:
+        return "wait"
+    if facts.latest_status == PlanState.FAILED:
+        return "fail"
+    if facts.latest_status == PlanState.SUCCEEDED and not facts.children_stored:
+        return "materialise"
+    if facts.active_tasks:
+        return "wait"
+    if facts.latest_objective == "satisfied":
+        return "succeed"
+    if facts.rounds >= facts.max_rounds:
+        return "exhausted"
+    return "continue"
+
+
+def latest_plan(session: Session, job_id: str) -> Plan | None:
+    query = (
+        select(Plan)
+        .where(Plan.job_id == job_id, Plan.status != PlanState.SUPERSEDED)
+        .order_by(col(Plan.round).desc())
+    )
+    return session.exec(query).first()
+
+
+def round_count(session: Session, job_id: str) -> int:
+    rounds = session.exec(select(Plan.round).where(Plan.job_id == job_id)).all()
+    return max(rounds, default=0)
+
+
+def job_facts(session: Session, job: Job) -> JobFacts:
+    plan = latest_plan(session, job.id)
+    active = [
+        t
+        for t in job_tasks(session, job.id, ACTIVE_TASK_STATES)
+        if not (t.state == TaskState.DRAFT and t.blocked_by)
+    ]
+    return JobFacts(
+        state=job.state,
+        rounds=round_count(session, job.id),
+        max_rounds=job.max_plan_rounds,
+        latest_status=plan.status if plan else None,
+        latest_objective=plan.objective_status if plan else None,
+        children_stored=plan.children_stored if plan else False,
+        active_tasks=len(active),
+    )
+
+
+def open_round(
+    session: Session,
+    job: Job,
+    *,
+    trigger: str,
+    now: float,
+    guidance: str | None = None,
+    previous: Plan | None = None,
+) -> Plan:
+    plan = Plan(
+        job_id=job.id,
+        round=round_count(session, job.id) + 1,
+        trigger=trigger,
+        guidance=guidance,
+        previous_plan_id=previous.id if previous else None,
+        status=PlanState.PLANNING,
+        max_attempts=PLAN_MAX_ATTEMPTS,
+        assessment=previous.assessment if previous else None,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(plan)
+    session.flush()
+    detail = f" with guidance: {guidance}" if guidance else ""
+    record_event(
+        session,
+        "plan.created",
+        f"job {job.id}: planner round {plan.round} ({trigger}){detail}",
+        now=now,
+        job_id=job.id,
+        plan_id=plan.id,
+        data={"round": plan.round, "trigger": trigger},
+    )
+    return plan
+
+
+def finish_job(session: Session, job: Job, target: JobState, why: str | None, now: float) -> None:
+    job.state = check_job(job.state, target, key=job.id)
+    job.error = why if target != JobState.SUCCEEDED else None
+    job.updated_at = now
+    session.add(job)
+    level = "info" if target == JobState.SUCCEEDED else "error"
+    message = f"job {job.id} {target.lower()}" + (f": {why}" if why else "")
+    record_event(
+        session,
+        "job.finished",
+        message,
+        now=now,
+        job_id=job.id,
+        level=level,
+        data={"state": target.value},
+    )
+
+
+def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
+    """Materialise a successful plan's tasks; idempotent, and a clash fails the plan.
+
+    Only into an ACTIVE job: a cancelled or finished job never grows new work."""
+    if job.state != JobState.ACTIVE:
+        return
+    result = PlannerResult.model_validate(plan.result or {"objective_status": "in_progress"})
+    existing = {
+        t.task_id: t.spec_hash for t in session.exec(select(Task).where(Task.job_id == job.id))
+    }
+    outcome = materialise(result.next_tasks, existing, job.priority)
+    if not outcome.ok:
+        plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
+        plan.error = outcome.reason
+        session.add(plan)
+        record_event(
+            session,
+            "plan.failed",
+            f"job {job.id} round {plan.round}: {outcome.reason}",
+            now=now,
+            job_id=job.id,
+            plan_id=plan.id,
+            level="error",
+        )
+        return
+    add_tasks(session, job.id, job.priority, list(outcome.create), now=now, plan_id=plan.id)
+    run_again(session, job, plan, result.unblocks, now)
+    plan.children_stored = True
+    plan.generated_task_ids = [t.id for t in result.next_tasks]
+    plan.updated_at = now
+    session.add(plan)
+    record_event(
+        session,
+        "plan.materialised",
+        f"job {job.id} round {plan.round}: {len(outcome.create)} new tasks"
+        + (f", {len(outcome.unchanged)} unchanged" if outcome.unchanged else ""),
+        now=now,
+        job_id=job.id,
+        plan_id=plan.id,
+    )
+
+
+def accept_result(session: Session, plan: Plan, result: PlannerResult, now: float) -> None:
+    plan.status = check_plan(plan.status, PlanState.SUCCEEDED, key=f"plan {plan.id}")
+    plan.objective_status = result.objective_status
+    plan.assessment = result.assessment
+    plan.result = result.model_dump(mode="json", by_alias=False)
+    plan.rejection = None
+    plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+    plan.updated_at = now
+    session.add(plan)
+    record_event(
+        session,
+        "plan.succeeded",
+        f"job {plan.job_id} round {plan.round}: {len(result.next_tasks)} tasks, "
+        f"objective {result.objective_status}",
+        now=now,
+        job_id=plan.job_id,
+        plan_id=plan.id,
+    )
+
+
+def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> None:
+    """An unusable planner answer: retry with the reason, or fail the round and its job."""
+    plan.rejection = reason
+    plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+    plan.updated_at = now
+    if plan.attempt < plan.max_attempts:
+        record_event(
+            session,
+            "plan.rejected",
+            f"job {plan.job_id} round {plan.round} attempt {plan.attempt}: {reason}",
+            now=now,
+            job_id=plan.job_id,
+            plan_id=plan.id,
+            level="warning",
+        )
+        session.add(plan)
+        return
+    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
+    plan.error = f"planner output rejected {plan.attempt} times: {reason}"
+    session.add(plan)
+    record_event(
+        session,
+        "plan.failed",
+        f"job {plan.job_id} round {plan.round}: {plan.error}",
+        now=now,
+        job_id=plan.job_id,
+        plan_id=plan.id,
+        level="error",
+    )
+
+
+def supersede(session: Session, job: Job, new_round: int, now: float) -> int:
+    """Retire the job's current plan; cancel its tasks that have not started yet."""
+    cancelled = 0
+    for plan in session.exec(
+        select(Plan).where(
+            Plan.job_id == job.id, col(Plan.status).in_([PlanState.PLANNING, PlanState.SUCCEEDED])
+        )
+    ):
+        plan.status = check_plan(plan.status, PlanState.SUPERSEDED, key=f"plan {plan.id}")
+        plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+        plan.updated_at = now
+        session.add(plan)
+    for task in job_tasks(session, job.id, [TaskState.DRAFT, TaskState.QUEUED, TaskState.PARKED]):
+        if task.state == TaskState.QUEUED and task.execution_id:
+            continue  # claimed and starting: it runs on like a running task
+        reason = f"superseded by plan {new_round}"
+        cancel_task(session, {"task": task.key, "reason": reason}, now)
+        cancelled += 1
+    return cancelled
+
+
+def replan(session: Session, payload: dict[str, Any], now: float) -> str:
+    """Operator replan: a new round with guidance; unstarted tasks of the old plan cancel."""
+    job = session.get(Job, str(payload.get("job", "")))
+    if job is None:
+        raise ValueError(f"no job {payload.get('job')}")
+    guidance = str(payload.get("guidance") or "").strip() or None
+    trigger = str(payload.get("trigger") or "manual")
+    if job.state != JobState.ACTIVE:
+        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
+    job.mode = "autonomous"
+    previous = latest_plan(session, job.id)
+    new_round = round_count(session, job.id) + 1
+    cancelled = supersede(session, job, new_round, now)
+    open_round(session, job, trigger=trigger, now=now, guidance=guidance, previous=previous)
+    session.add(job)
+    return f"job {job.id}: replanning as round {new_round} ({cancelled} unstarted tasks cancelled)"
+
+
+def approve_wave(session: Session, payload: dict[str, Any], now: float) -> str:
+    job = session.get(Job, str(payload.get("job", "")))
+    if job is None:
+        raise ValueError(f"no job {payload.get('job')}")
+    if job.wave_gate == "auto":
+        raise ValueError(f"job {job.id} has no wave gate (wave_gate = auto)")
+    job.approved_wave = allowed_wave(session, job) + 1
+    job.updated_at = now
+    session.add(job)
+    record_event(
+        session,
+        "wave.approved",
+        f"job {job.id}: wave {job.approved_wave} approved",
+        now=now,
+        job_id=job.id,
+        data={"wave": job.approved_wave},
+    )
+    return f"approved wave {job.approved_wave} of job {job.id}"
+
+
+def install_plan(session: Session, payload: dict[str, Any], now: float) -> str:
+    """A plan written by hand: validated like a planner's, stored, materialised next tick."""
+    job = session.get(Job, str(payload.get("job", "")))
+    if job is None:
+        raise ValueError(f"no job {payload.get('job')}")
+    existing = session.exec(select(Task.task_id).where(Task.job_id == job.id)).all()
+    verdict = validate_planner_output(
+        payload.get("plan"), existing_task_ids=existing, known_roles=payload.get("roles") or None
+    )
+    if not isinstance(verdict, PlanAccepted):
+        raise ValueError(verdict.reason)
+    previous = latest_plan(session, job.id)
+    new_round = round_count(session, job.id) + 1
+    supersede(session, job, new_round, now)
+    job.mode = "autonomous"
+    if job.state != JobState.ACTIVE:
+        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
+    session.add(job)
+    plan = open_round(
+        session, job, trigger="manual", now=now, previous=previous, guidance=payload.get("guidance")
+    )
+    plan.source = "manual"
+    accept_result(session, plan, verdict.result, now)
+    return f"job {job.id}: manual plan installed as round {plan.round}"
+
+
+def task_summaries(session: Session, job_id: str) -> list[TaskSummary]:
+    tasks = session.exec(select(Task).where(Task.job_id == job_id).order_by(col(Task.created_at)))
+    return [
+        TaskSummary(
+            id=t.task_id,
+            title=t.title,
+            state=t.state,
+            result_summary=t.result_summary,
+            error=t.error,
+            role=t.role,
+            dependencies=tuple(t.dependencies),
+        )
+        for t in tasks
+    ]
+
+
+def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence[str]) -> str:
+    tasks = task_summaries(session, job.id)
+    judged = session.exec(
+        select(Plan.id).where(Plan.job_id == job.id, col(Plan.objective_status).is_not(None))
+    ).first()
+    return planner_prompt(
+        objective=job.objective.strip()
+        or f"Finish the job “{job.title or job.id}”: the tasks listed below.",
+        round=plan.round,
+        trigger=plan.trigger,
+        guidance=plan.guidance,
+        tasks=tasks,
+        previous_assessment=plan.assessment,
+        rejection=plan.rejection,
+        roles=roles,
+        handed_over=judged is None and bool(tasks),
+    )
+
+
+def run_again(session: Session, job: Job, plan: Plan, task_ids: Sequence[str], now: float) -> int:
+    """The plan's ``unblocks``: its FAILED or CANCELLED tasks are queued again as they are."""
+    again = 0
+    for task in job_tasks(session, job.id, [TaskState.FAILED, TaskState.CANCELLED]):
+        if task.task_id in task_ids:
+            reason = f"by planner round {plan.round}"
+            retry_task(session, {"task": task.key, "reason": reason}, now)
+            again += 1
+    return again
+
+
+def gated_keys(session: Session) -> frozenset[str]:
+    """DRAFT tasks held by a wave gate: their wave is beyond the job's allowed wave."""
+    jobs = session.exec(select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate != "auto"))
+    keys: set[str] = set()
+    for job in jobs:
+        allowed = allowed_wave(session, job)
+        drafts = job_tasks(session, job.id, [TaskState.DRAFT])
+        keys.update(t.key for t in drafts if t.wave > allowed)
+    return frozenset(keys)
+
+
+def allowed_wave(session: Session, job: Job) -> int:
+    """The highest wave that may run: the first wave of the current plan always does."""
+    plan = latest_plan(session, job.id)
+    query = select(Task.wave).where(Task.job_id == job.id)
+    if plan is not None and plan.children_stored:
+        query = query.where(Task.plan_id == plan.id)
+    first = min(session.exec(query).all(), default=0)
+    return max(job.approved_wave, first)
+
+
+def claim_plan(
+    session: Session,
+    plan: Plan,
+    *,
+    engine_id: str,
+    execution_id: str,
+    agent_id: str,
+    provider: str,
+    lease_s: float,
+    now: float,
+) -> bool:
+    result = session.exec(
+        update(Plan)
+        .where(
+            col(Plan.id) == plan.id,
+            col(Plan.status) == PlanState.PLANNING,
+            col(Plan.execution_id).is_(None),
+        )
+        .values(
+            attempt=Plan.attempt + 1,
+            execution_id=execution_id,
+            lease_owner=engine_id,
+            lease_expires_at=now + lease_s,
+            agent=agent_id,
+            updated_at=now,
+        )
+    )
+    if result.rowcount != 1:
+        return False
+    session.refresh(plan)  # the attempt the UPDATE just counted
+    session.add(
+        Execution(
+            id=execution_id,
+            job_id=plan.job_id,
+            plan_id=plan.id,
+            engine_id=engine_id,
+            attempt=plan.attempt,
+            agent=agent_id,
+            provider=provider,
+        )
+    )
+    return True

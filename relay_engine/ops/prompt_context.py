@@ -1,0 +1,69 @@
+"""What goes into a task's prompt, read from the database and the workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlmodel import Session, col, select
+
+from relay_engine.contracts.prompts import (
+    MEMORY_NOTES_IN_PROMPT,
+    DependencyResult,
+    PromptParts,
+    overlay_paths,
+)
+from relay_engine.ops import troubleshoot
+from relay_engine.store.schema import Job, Memory, Task
+from relay_engine.store.tasks import tasks_by_key
+
+
+def prompt_context(
+    session: Session, workspace: Path, task: Task, job: Job | None, provider: str
+) -> PromptParts:
+    deps = tasks_by_key(session, [f"{task.job_id}/{d}" for d in task.dependencies])
+    results = [
+        DependencyResult(d.task_id, d.title, d.result_summary)
+        for d in sorted(deps.values(), key=lambda t: t.task_id)
+    ]
+    notes = _memory_notes(session, task)
+    overlays = [
+        path.read_text(encoding="utf-8", errors="replace")
+        for path in overlay_paths(
+            workspace / ".relay" / "prompts",
+            repo=job.repo_path if job else None,
+            provider=provider,
+            role=task.role,
+            kind=task.kind,
+        )
+    ]
+    return PromptParts(
+        task_key=task.key,
+        title=task.title,
+        input=task.input,
+        role=task.role,
+        kind=task.kind,
+        objective=job.objective if job else "",
+        dependency_results=results,
+        memory_notes=notes,
+        overlays=overlays,
+        attempt=task.attempt,
+        previous_error=task.error,
+        guidance=task.guidance,
+        briefing=troubleshoot.briefing(session, task, job)
+        if task.kind == troubleshoot.KIND
+        else "",
+        contract=troubleshoot.CONTRACT if task.kind == troubleshoot.KIND else "",
+    )
+
+
+def _memory_notes(session: Session, task: Task) -> list[str]:
+    """The workstream's latest notes, oldest first; a task without a workstream has none."""
+    if not task.workstream:
+        return []
+    query = (
+        select(Memory.note)
+        .where(Memory.job_id == task.job_id, Memory.workstream == task.workstream)
+        .order_by(col(Memory.id).desc())
+        .limit(MEMORY_NOTES_IN_PROMPT)
+    )
+    return list(session.exec(query))[::-1]
