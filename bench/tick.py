@@ -28,7 +28,7 @@ from sqlalchemy import insert
 from relay_engine.agents.runner import process_start_time
 from relay_engine.loop.engine import Engine
 from relay_engine.store.db import Store
-from relay_engine.store.registry import this_host
+from relay_engine.store.engines import this_host
 from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 
 RUNNING, QUEUED, DRAFT = 100, 50, 50

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from relay_engine.ops.commands import ApproveWave, CancelJob, CancelTask, Pin, Replan, RetryTask
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
 from relay_tui.screens.job import JobScreen
@@ -42,15 +43,12 @@ def eligible_agents(agents: Any, role: str) -> list[AgentView]:
     return [a for a in agents if a.enabled and (not a.roles or role in a.roles)]
 
 
-def pin_payload(task: TaskView, agent_id: str) -> dict[str, Any]:
+def pin_command(task: TaskView, agent_id: str) -> Pin:
+    """A task with a workstream pins the workstream (its later tasks follow); one without,
+    just itself."""
     if task.workstream:
-        return {
-            "job": task.job_id,
-            "workstream": task.workstream,
-            "role": task.role,
-            "agent": agent_id,
-        }
-    return {"task": task.key, "agent": agent_id}
+        return Pin(job=task.job_id, workstream=task.workstream, role=task.role, agent=agent_id)
+    return Pin(task=task.key, agent=agent_id)
 
 
 class OperatorActions:
@@ -94,7 +92,7 @@ class OperatorActions:
         question = f"Cancel {task.key} ({task.shown_state.lower()})?\nA running agent is stopped."
         self.push_screen(
             ConfirmScreen("Cancel task", question, yes="Cancel task", target=task.key),
-            lambda yes: yes and self.send_command("cancel", {"task": task.key}),
+            lambda yes: yes and self.send_command(CancelTask(task=task.key)),
         )
 
     def action_retry_task(self: RelayApp) -> None:
@@ -107,7 +105,7 @@ class OperatorActions:
                 severity="warning",
             )
             return
-        self.send_command("retry", {"task": task.key})
+        self.send_command(RetryTask(task=task.key))
 
     def action_replan(self: RelayApp) -> None:
         job_id = self._target_job()
@@ -118,9 +116,7 @@ class OperatorActions:
         screen = ReplanScreen(job.id, superseded, manual=job.mode == "manual", blink=self.blink)
         self.push_screen(
             screen,
-            lambda guidance: (
-                guidance and self.send_command("replan", {"job": job.id, "guidance": guidance})
-            ),
+            lambda guidance: guidance and self.send_command(Replan(job=job.id, guidance=guidance)),
         )
 
     def action_pin(self: RelayApp) -> None:
@@ -130,7 +126,7 @@ class OperatorActions:
         agents = eligible_agents(self.snapshot.agents or self.config_agents(), task.role)
         self.push_screen(
             PinScreen(task.key, agents, self.snapshot.providers),
-            lambda agent_id: agent_id and self.send_command("pin", pin_payload(task, agent_id)),
+            lambda agent_id: agent_id and self.send_command(pin_command(task, agent_id)),
         )
 
     def action_approve(self: RelayApp) -> None:
@@ -148,7 +144,7 @@ class OperatorActions:
         question = f"Approve {wave} of {job.id}?\nIts tasks start as soon as agents are free."
         self.push_screen(
             ConfirmScreen("Approve wave", question, yes="Approve", target=f"job:{job.id}"),
-            lambda yes: yes and self.send_command("approve", {"job": job.id}),
+            lambda yes: yes and self.send_command(ApproveWave(job=job.id)),
         )
 
     def action_cancel_job(self: RelayApp) -> None:
@@ -170,7 +166,7 @@ class OperatorActions:
         )
         self.push_screen(
             ConfirmScreen("Cancel job", question, yes="Cancel job", target=f"job:{job.id}"),
-            lambda yes: yes and self.send_command("cancel_job", {"job": job.id}),
+            lambda yes: yes and self.send_command(CancelJob(job=job.id)),
         )
 
     def action_open(self: RelayApp) -> None:

@@ -21,6 +21,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
 from relay_engine.contracts.config import RelayConfig, load_config
+from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
 from relay_tui.actions import JOB_FINISHED, OperatorActions
 from relay_tui.commands import RelayCommands
@@ -150,25 +151,25 @@ class RelayApp(OperatorActions, JobActions, App[None]):
 
     # -- commands ---------------------------------------------------------------------
     @work(thread=True, group="commands", exit_on_error=False)
-    def send_command(self, kind: str, payload: dict[str, Any]) -> None:
+    def send_command(self, command: OperatorCommand) -> None:
         """Store the command (the engine's inbox when embedded) and watch for its outcome."""
         if self.store.readonly:
             why = (
                 f"{self.store.where} is read-only here: watch only, commands need a "
                 "writable database"
             )
-            self.post_message(CommandQueued(kind, payload, None, why))
+            self.post_message(CommandQueued(command.kind, command.payload(), None, why))
             return
         try:
             if self.engine is not None:
-                command_id = self.engine.submit(kind, payload)
+                command_id = self.engine.submit(command)
             else:
-                command_id = self.store.enqueue_command(kind, payload)
+                command_id = enqueue(self.store, command)
         except Exception as error:
-            self.post_message(CommandQueued(kind, payload, None, str(error)))
+            self.post_message(CommandQueued(command.kind, command.payload(), None, str(error)))
             return
         self.feed.watch_command(command_id)
-        self.post_message(CommandQueued(kind, payload, command_id))
+        self.post_message(CommandQueued(command.kind, command.payload(), command_id))
         self.feed.nudge()
 
     @on(CommandQueued)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
 
 STOP_TIMEOUT = 20.0
@@ -72,11 +73,11 @@ class EngineThread:
             self._done.set()
             self._on_stopped(error)
 
-    def submit(self, kind: str, payload: dict[str, Any]) -> int:
+    def submit(self, command: OperatorCommand) -> int:
         """Through the engine's inbox (it wakes at once), or the Command table before it runs."""
         if self.engine is not None and self.running:
-            return int(self.engine.submit_command(kind, payload))
-        return self.store.enqueue_command(kind, payload)
+            return self.engine.submit(command)
+        return enqueue(self.store, command)
 
     def live_count(self) -> int:
         return self.engine.live_count() if self.engine is not None and self.running else 0

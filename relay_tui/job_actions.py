@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from relay_engine.ops.commands import Close, Merge, RaiseBudget, ResetAgent
 from relay_engine.ops.pulls import no_pull_reason
 from relay_tui.screens.modals import BudgetScreen, ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
@@ -71,7 +72,7 @@ class JobActions:
             question = f"{merge_words(job)}?\n{verdict}."
             self.push_screen(
                 ConfirmScreen(f"Merge {job.id}", question, yes="Merge", target=target),
-                lambda yes: yes and self.send_command("merge", {"job": job.id, "force": False}),
+                lambda yes: yes and self.send_command(Merge(job=job.id)),
             )
             return
         question = (
@@ -90,7 +91,7 @@ class JobActions:
         )
         self.push_screen(
             ConfirmScreen("Force merge", question, yes="Merge anyway", target=f"job:{job.id}"),
-            lambda yes: yes and self.send_command("merge", {"job": job.id, "force": True}),
+            lambda yes: yes and self.send_command(Merge(job=job.id, force=True)),
         )
 
     def action_close_pr(self: RelayApp) -> None:
@@ -109,7 +110,7 @@ class JobActions:
         )
         self.push_screen(
             ConfirmScreen("Close pull request", question, yes="Close PR", target=f"job:{job.id}"),
-            lambda yes: yes and self.send_command("close", {"job": job.id}),
+            lambda yes: yes and self.send_command(Close(job=job.id)),
         )
 
     def action_raise_budget(self: RelayApp) -> None:
@@ -121,9 +122,7 @@ class JobActions:
             standing += " (a token budget; dollars added here start a dollar budget)"
         self.push_screen(
             BudgetScreen(job.id, standing, blink=self.blink),
-            lambda amount: (
-                amount and self.send_command("budget", {"job": job.id, "add_usd": amount})
-            ),
+            lambda amount: amount and self.send_command(RaiseBudget(job=job.id, add_usd=amount)),
         )
 
     def action_reset_agent(self: RelayApp) -> None:
@@ -149,7 +148,7 @@ class JobActions:
         )
         self.push_screen(
             ConfirmScreen("Reset agent", question, yes="Reset", target=f"agent:{agent.id}"),
-            lambda yes: yes and self.send_command("agent.reset", {"agent": agent.id}),
+            lambda yes: yes and self.send_command(ResetAgent(agent=agent.id)),
         )
 
     def action_usage(self: RelayApp) -> None:

@@ -28,6 +28,7 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.ops.commands import CancelTask, RetryTask
 from relay_engine.store.schema import Job
 
 WORKSTREAMS = ("api", "ui", "data")
@@ -170,12 +171,12 @@ def test_cancel_kills_the_whole_process_group_and_retry_runs_it_again(
             agent_pid = next(e.pid for e in executions(store) if e.task_key == key)
             grandchild_file.unlink()
 
-            engine.submit_command("cancel", {"task": key})
+            engine.submit(CancelTask(task=key))
 
             wait_for(lambda: task_state(store, key) == "CANCELLED", what="the cancel")
             wait_for(lambda: pid_gone(pids[0]) and pid_gone(agent_pid), what="processes to die")
 
-            engine.submit_command("retry", {"task": key})
+            engine.submit(RetryTask(task=key))
             wait_for(lambda: task_state(store, key) == "SUCCEEDED", timeout=30, what="retry")
             if grandchild_file.exists():
                 pids.append(int(grandchild_file.read_text()))

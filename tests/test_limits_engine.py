@@ -29,6 +29,7 @@ from sqlmodel import select
 
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.commands import Pin
 from relay_engine.ops.jobs import submit_job
 from relay_engine.store.schema import Assignment, Command
 
@@ -258,9 +259,7 @@ def test_pinned_workstream_keeps_its_agent(workspace: Workspace) -> None:
     )
     store = workspace.store()
     engine = workspace.engine()
-    command_id = engine.submit_command(
-        "pin", {"job": "pin", "workstream": "ui", "role": "implementer", "agent": "sim-b"}
-    )
+    command_id = engine.submit(Pin(job="pin", workstream="ui", role="implementer", agent="sim-b"))
     with running_engine(engine):
 
         def applied() -> Command | None:

@@ -33,6 +33,7 @@ from helpers import (
 )
 from sqlmodel import select
 
+from relay_engine.ops.commands import ApproveWave, InstallPlan, Replan
 from relay_engine.store.schema import Command, Execution, Job, Plan
 
 
@@ -217,7 +218,7 @@ def test_replan_mid_wave_supersedes_unstarted_tasks_and_keeps_finished_ones(
             ),
             what="b1 running while b2 waits for the only slot",
         )
-        engine.submit_command("replan", {"job": "rp", "guidance": guidance})
+        engine.submit(Replan(job="rp", guidance=guidance))
         wait_for(lambda: job_state(store, "rp") != "ACTIVE", timeout=30, what="job done")
 
     rounds = plans(store, "rp")
@@ -260,7 +261,7 @@ def test_operator_gate_holds_the_next_wave_until_approved(workspace: Workspace) 
         assert (held.state, held.wave) == ("DRAFT", 2)
         assert [e for e in executions(store) if e.task_key == "gate/b"] == []
         assert job_state(store, "gate") == "ACTIVE"
-        engine.submit_command("approve", {"job": "gate"})
+        engine.submit(ApproveWave(job="gate"))
         wait_for(lambda: job_state(store, "gate") != "ACTIVE", timeout=10, what="job done")
 
     assert task_state(store, "gate/b") == "SUCCEEDED"
@@ -275,9 +276,8 @@ def test_manual_plan_is_installed_and_materialised(workspace: Workspace) -> None
     workspace.submit(planned_job("man", {"2": DONE}))
     store = workspace.store()
     engine = workspace.engine()
-    command_id = engine.submit_command(
-        "install_plan",
-        {"job": "man", "plan": plan_of(work("x"), work("y", "x")), "guidance": "by hand"},
+    command_id = engine.submit(
+        InstallPlan(job="man", plan=plan_of(work("x"), work("y", "x")), guidance="by hand")
     )
     assert run_until_idle(engine) is True
 
@@ -423,7 +423,7 @@ def test_replanning_a_manual_job_hands_it_to_the_planner_which_can_rerun_superse
     engine = workspace.engine()
     with running_engine(engine):
         wait_for(lambda: task_state(store, "hand/a") == "RUNNING", what="a running")
-        engine.submit_command("replan", {"job": "hand", "guidance": "keep b"})
+        engine.submit(Replan(job="hand", guidance="keep b"))
         wait_for(lambda: job_state(store, "hand") != "ACTIVE", timeout=30, what="job done")
 
     assert job_state(store, "hand") == "SUCCEEDED"

@@ -31,6 +31,7 @@ from sqlmodel import select
 
 from relay_engine.contracts.job_file import load_job_file
 from relay_engine.loop.pullstep import PullRequests
+from relay_engine.ops.commands import Merge
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.pulls import lifecycle_facts
 from relay_engine.store.db import Store
@@ -286,7 +287,7 @@ def test_a_conflict_with_a_moved_base_becomes_a_rebase_task_then_the_merge(
     with running_engine(engine):
         wait_state(store, "READY", "readme")
         repos.commit_and_push("main", {"README.md": "from a person\n"}, "edit readme")
-        engine.submit_command("merge", {"job": "readme"})
+        engine.submit(Merge(job="readme"))
         wait_state(store, "MERGED", "readme")
 
     rebase = tasks(store)["readme/rebase-1"]

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,6 +16,7 @@ from rich.table import Table
 from relay_engine.agents.doctor import diagnose
 from relay_engine.contracts.config import load_config
 from relay_engine.ops.agents import agent_rows
+from relay_engine.ops.commands import OperatorCommand, ResetAgent
 from relay_engine.store.db import Store
 
 console = Console()
@@ -24,7 +24,7 @@ err = Console(stderr=True, soft_wrap=True)
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow"}
 
 CommandFactory = Callable[
-    [str, Callable[[argparse.Namespace], dict[str, Any]]], Callable[[argparse.Namespace], int]
+    [Callable[[argparse.Namespace], OperatorCommand]], Callable[[argparse.Namespace], int]
 ]
 
 
@@ -40,7 +40,7 @@ def add_commands(
     agent_sub = agents.add_subparsers(dest="agents_command")
     reset = agent_sub.add_parser("reset", help="clear an agent's unavailable state now")
     reset.add_argument("agent")
-    reset.set_defaults(func=command("agent.reset", lambda a: {"agent": a.agent}))
+    reset.set_defaults(func=command(lambda a: ResetAgent(agent=a.agent)))
     doctor = sub.add_parser("doctor", help="check every configured agent's CLI, flags and login")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(func=cmd_doctor)

@@ -36,13 +36,13 @@ from relay_engine.contracts.config import (
 )
 from relay_engine.contracts.inputs import check_json_shape, check_toml_shape, read_capped
 from relay_engine.contracts.job_file import JobFileError, load_job_file
+from relay_engine.contracts.keys import split_key
 from relay_engine.contracts.pricing import PRICES_TAKEN
 from relay_engine.contracts.review import finding_lines
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain
 from relay_engine.ops import commands
-from relay_engine.ops.handlers import HANDLERS
-from relay_engine.ops.jobs import JobConflict, split_key, submit_job
+from relay_engine.ops.jobs import JobConflict, submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url, location
 from relay_engine.store.engines import EngineRow
@@ -345,8 +345,7 @@ def pull_lines(job: dict[str, Any]) -> list[str]:
 
 
 def _command(
-    kind: str,
-    build: Callable[[argparse.Namespace], dict[str, Any]],
+    build: Callable[[argparse.Namespace], commands.OperatorCommand],
     after: Callable[[argparse.Namespace, Store], int] | None = None,
 ) -> Callable[[argparse.Namespace], int]:
     """A subcommand that stores an operator command, applies it, and reports its outcome.
@@ -357,11 +356,12 @@ def _command(
 
     def run(args: argparse.Namespace) -> int:
         store = _store(args)
-        command_id = store.enqueue_command(kind, build(args))
-        commands.apply_pending(store, "cli", time.time(), HANDLERS)
+        command = build(args)
+        command_id = commands.enqueue(store, command)
+        commands.apply_pending(store, "cli", time.time())
         result = commands.wait_for_outcome(store, command_id)
         if result is None:
-            err.print(f"{kind}: stored as command {command_id}; no engine has applied it yet")
+            err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
             return 1
         (console if result.ok else err).print(result.outcome, markup=False)
         if not result.ok:
@@ -376,7 +376,7 @@ def _settle_pull(args: argparse.Namespace, store: Store) -> int:
     from relay_engine.git.worktrees import Worktrees
     from relay_engine.loop.pullstep import PullRequests
     from relay_engine.loop.runtime import EngineRuntime
-    from relay_engine.store.registry import this_host
+    from relay_engine.store.engines import this_host
 
     workspace = _workspace(args)
     runtime = EngineRuntime(
@@ -396,12 +396,7 @@ def _settle_pull(args: argparse.Namespace, store: Store) -> int:
     return 1 if job["pr"] and job["pr"]["error"] else 0
 
 
-def _task_payload(args: argparse.Namespace) -> dict:
-    split_key(args.task)
-    return {"task": args.task}
-
-
-def _plan_payload(args: argparse.Namespace) -> dict:
+def _plan_command(args: argparse.Namespace) -> commands.InstallPlan:
     path = Path(args.file)
     config = load_config(_workspace(args))
     is_json = path.suffix == ".json"
@@ -415,18 +410,23 @@ def _plan_payload(args: argparse.Namespace) -> dict:
         raise ValueError(f"{path}: cannot use this plan: {error}") from None
     except OSError as error:
         raise ValueError(f"{path}: cannot read: {error.strerror}") from None
-    roles = sorted(config.roles)
-    return {"job": args.job, "plan": plan, "roles": roles}
+    return commands.InstallPlan(job=args.job, plan=plan, roles=sorted(config.roles))
 
 
-def _budget_payload(args: argparse.Namespace) -> dict:
-    return {"job": args.job, "add_usd": args.add_usd, "add_tokens": args.add_tokens}
+def _task_command(
+    model: type[commands.CancelTask] | type[commands.RetryTask],
+) -> Callable[[argparse.Namespace], commands.OperatorCommand]:
+    def build(args: argparse.Namespace) -> commands.OperatorCommand:
+        split_key(args.task)
+        return model(task=args.task)
+
+    return build
 
 
-def _pin_payload(args: argparse.Namespace) -> dict:
+def _pin_command(args: argparse.Namespace) -> commands.Pin:
     if "/" in args.job:
-        return {"task": args.job, "agent": args.agent}
-    return {"job": args.job, "workstream": args.workstream, "role": args.role, "agent": args.agent}
+        return commands.Pin(task=args.job, agent=args.agent)
+    return commands.Pin(job=args.job, workstream=args.workstream, role=args.role, agent=args.agent)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -505,11 +505,11 @@ def _add_pull_commands(sub: Any) -> None:
     merge.add_argument("job")
     merge.add_argument("--force", action="store_true", help="merge even without an approval")
     merge.set_defaults(
-        func=_command("merge", lambda a: {"job": a.job, "force": a.force}, _settle_pull)
+        func=_command(lambda a: commands.Merge(job=a.job, force=a.force), _settle_pull)
     )
     close = sub.add_parser("close", help="close a job's pull request and cancel its work")
     close.add_argument("job")
-    close.set_defaults(func=_command("close", lambda a: {"job": a.job}, _settle_pull))
+    close.set_defaults(func=_command(lambda a: commands.Close(job=a.job), _settle_pull))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -558,41 +558,45 @@ def _add_engine_commands(sub: Any) -> None:
 
 
 def _add_task_commands(sub: Any) -> None:
-    for name, kind, helptext in (
-        ("cancel", "cancel", "cancel a task"),
-        ("retry", "retry", "retry a task"),
+    for name, model, helptext in (
+        ("cancel", commands.CancelTask, "cancel a task"),
+        ("retry", commands.RetryTask, "retry a task"),
     ):
         command = sub.add_parser(name, help=helptext)
         command.add_argument("task", help="JOB/TASK")
-        command.set_defaults(func=_command(kind, _task_payload))
+        command.set_defaults(func=_command(_task_command(model)))
     pin = sub.add_parser("pin", help="pin a workstream (or JOB/TASK) to an agent")
     pin.add_argument("job", help="JOB, or JOB/TASK to pin one task")
     pin.add_argument("workstream", nargs="?", default="")
     pin.add_argument("agent")
     pin.add_argument("--role", default="implementer")
-    pin.set_defaults(func=_command("pin", _pin_payload))
+    pin.set_defaults(func=_command(_pin_command))
 
 
 def _add_job_commands(sub: Any) -> None:
     cancel_job = sub.add_parser("cancel-job", help="cancel a whole job")
     cancel_job.add_argument("job")
-    cancel_job.set_defaults(func=_command("cancel_job", lambda a: {"job": a.job}))
+    cancel_job.set_defaults(func=_command(lambda a: commands.CancelJob(job=a.job)))
     replan = sub.add_parser("replan", help="start a new planner round with guidance")
     replan.add_argument("job")
     replan.add_argument("--guidance", "-g", default="", help="what the planner should change")
-    replan.set_defaults(func=_command("replan", lambda a: {"job": a.job, "guidance": a.guidance}))
+    replan.set_defaults(func=_command(lambda a: commands.Replan(job=a.job, guidance=a.guidance)))
     budget = sub.add_parser("budget", help="raise a job's budget; work parked on it resumes")
     budget.add_argument("job")
     budget.add_argument("--add", type=float, dest="add_usd", help="dollars to add")
     budget.add_argument("--tokens", type=int, dest="add_tokens", help="tokens to add")
-    budget.set_defaults(func=_command("budget", _budget_payload))
+    budget.set_defaults(
+        func=_command(
+            lambda a: commands.RaiseBudget(job=a.job, add_usd=a.add_usd, add_tokens=a.add_tokens)
+        )
+    )
     approve = sub.add_parser("approve", help="approve the next wave of a gated job")
     approve.add_argument("job")
-    approve.set_defaults(func=_command("approve", lambda a: {"job": a.job}))
+    approve.set_defaults(func=_command(lambda a: commands.ApproveWave(job=a.job)))
     plan = sub.add_parser("plan", help="install a plan written by hand")
     plan.add_argument("job")
     plan.add_argument("--file", "-f", required=True, help="plan TOML or JSON")
-    plan.set_defaults(func=_command("install_plan", _plan_payload))
+    plan.set_defaults(func=_command(_plan_command))
 
 
 def _add_db_commands(sub: Any) -> None:

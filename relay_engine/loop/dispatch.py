@@ -31,7 +31,7 @@ from relay_engine.loop.crashpoints import crash_point
 from relay_engine.ops import budgets
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Assignment, Execution, Job, Task
-from relay_engine.store.tasks import EXECUTION_HISTORY_KEPT
+from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,11 @@ from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.loop.starter import Starter
 from relay_engine.ops import assignments, commands
-from relay_engine.ops.handlers import HANDLERS
 from relay_engine.ops.plans import gated_keys
 from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
-from relay_engine.store.db import Store, record_event
-from relay_engine.store.registry import mark_stopped, register_engine, this_host
+from relay_engine.store.db import Store
+from relay_engine.store.engines import mark_stopped, register_engine, this_host
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import EngineRecord, Job, Plan, Task
 
 log = logging.getLogger(__name__)
@@ -121,8 +121,9 @@ class Engine:
     def live_count(self) -> int:
         return len(self.live)
 
-    def submit_command(self, kind: str, payload: dict) -> int:
-        command_id = self.store.enqueue_command(kind, payload, now=self.clock())
+    def submit(self, command: commands.OperatorCommand) -> int:
+        """Store an operator command and have this engine apply it on its next tick."""
+        command_id = commands.enqueue(self.store, command, now=self.clock())
         self._command_waiting.set()
         self.wake()
         return command_id
@@ -205,7 +206,7 @@ class Engine:
             if error:
                 record_event(
                     session,
-                    "config.invalid",
+                    EventKind.CONFIG_INVALID,
                     f"relay.toml not reloaded, keeping the last good config: {error}",
                     now=now,
                     level="error",
@@ -214,7 +215,7 @@ class Engine:
                 self._mirror_agents(session, now)
                 record_event(
                     session,
-                    "config.reloaded",
+                    EventKind.CONFIG_RELOADED,
                     f"relay.toml reloaded: {len(self.config.agents)} agents",
                     now=now,
                 )
@@ -287,9 +288,7 @@ class Engine:
         if full:
             self._last_full_tick = now
             changed |= self._maybe_reload_config(now)
-            changed |= bool(
-                commands.apply_pending(self.store, self.id, now, self.command_handlers())
-            )
+            changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
             changed |= recover_tasks(self.runtime, now)
             changed |= resume_parked(self.store, now)
@@ -310,9 +309,6 @@ class Engine:
     def _full_tick_due(self) -> bool:
         due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
         return due or self._command_waiting.is_set()
-
-    def command_handlers(self) -> dict[str, commands.Handler]:
-        return HANDLERS
 
     def plan(self, now: float) -> bool:
         return self.rounds.tick(now)

@@ -22,7 +22,7 @@ from sqlmodel import col, update
 from relay_engine.core.faults import first_line, is_busy, is_disk_full
 from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.loop.runtime import EngineRuntime
-from relay_engine.store.db import record_event
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import EngineRecord
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Health:
         self.runtime.condition = condition
         detail = "" if condition == DISK_FULL else f": {first_line(error)}"
         log.warning("%s%s", _MESSAGES[condition], detail)
-        self._record(now, "engine.paused", _MESSAGES[condition], "warning")
+        self._record(now, EventKind.ENGINE_PAUSED, _MESSAGES[condition], "warning")
 
     def succeeded(self, now: float) -> None:
         """A tick went through: the condition is over (for disk full, once a write fits)."""
@@ -114,9 +114,9 @@ class Health:
             return
         self.runtime.condition = None
         log.warning("%s is over: back to work", was)
-        self._record(now, "engine.resumed", f"{was} is over: dispatch resumed", "info")
+        self._record(now, EventKind.ENGINE_RESUMED, f"{was} is over: dispatch resumed", "info")
 
-    def _record(self, now: float, kind: str, message: str, level: str) -> None:
+    def _record(self, now: float, kind: EventKind, message: str, level: str) -> None:
         """Best effort: a full disk or a busy database may refuse this write too."""
         engine_id, condition = self.runtime.engine_id, self.runtime.condition
         try:

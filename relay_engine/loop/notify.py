@@ -27,7 +27,8 @@ from typing import Any
 from sqlmodel import Session, col, func, select
 
 from relay_engine.contracts.config import NotificationConfig
-from relay_engine.store.db import Store, ensure_row, record_event
+from relay_engine.store.db import Store, ensure_row
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Event, NotifyCursor
 
 log = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ class Notifier:
         with self.store.write() as session:
             record_event(
                 session,
-                "notify.failed",
+                EventKind.NOTIFY_FAILED,
                 f"notification of {event.kind} to {destination.kind} {destination.label} "
                 f"failed: {error}"[:500],
                 now=time.time(),

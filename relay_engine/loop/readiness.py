@@ -12,14 +12,16 @@ from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from relay_engine.core.scheduler import readiness
-from relay_engine.core.states import ACTIVE_TASK_STATES, JobState, TaskState, check_job
+from relay_engine.core.states import ACTIVE_TASK_STATES, JobState, TaskState
 from relay_engine.loop.dispatch import task_facts
 from relay_engine.ops.completion import block_dependents
 from relay_engine.ops.pulls import to_review
 from relay_engine.ops.upstream import hold_for_other_jobs
-from relay_engine.store.db import Store, record_event
+from relay_engine.store.db import Store
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, ProviderLimit, Review, Task
-from relay_engine.store.tasks import move_task, resume_parked_task, tasks_by_key
+from relay_engine.store.task_rows import mark_blocked, move_task, resume_parked_task, tasks_by_key
 
 
 def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
@@ -56,24 +58,14 @@ def _apply_readiness(
                 continue
             if key in blocked:
                 block_dependents(session, task, blocker=blocked[key], now=now)
-                task.blocked_by = blocked[key]
-                session.add(task)
-                record_event(
-                    session,
-                    "task.blocked",
-                    f"{key} blocked by {blocked[key]}",
-                    now=now,
-                    job_id=task.job_id,
-                    task_key=key,
-                    level="warning",
-                )
+                mark_blocked(session, task, blocked[key], f"{key} blocked by {blocked[key]}", now)
             else:
                 move_task(
                     session,
                     task,
                     TaskState.QUEUED,
                     now=now,
-                    kind="task.queued",
+                    kind=EventKind.TASK_QUEUED,
                     message=f"{key} queued",
                 )
 
@@ -102,7 +94,7 @@ def resume_parked(store: Store, now: float) -> bool:
             session.add(limit)
             record_event(
                 session,
-                "provider.recovered",
+                EventKind.PROVIDER_RECOVERED,
                 f"provider {limit.provider} usable again",
                 now=now,
                 data={"provider": limit.provider},
@@ -143,7 +135,7 @@ def _settled_manual_job(session: Session, job_id: str) -> bool:
     return session.exec(unsettled).first() is None
 
 
-def settle_job(session, job: Job, now: float) -> bool:  # type: ignore[no-untyped-def]
+def settle_job(session: Session, job: Job, now: float) -> bool:
     counts: dict[str, int] = {}
     # A final review's outcome is the pull request step's business (a stale one is cancelled).
     reviews = select(Review.task_key).where(Review.job_id == job.id)
@@ -153,23 +145,8 @@ def settle_job(session, job: Job, now: float) -> bool:  # type: ignore[no-untype
     blocked = counts.get(TaskState.DRAFT, 0)
     failed, cancelled = counts.get(TaskState.FAILED, 0), counts.get(TaskState.CANCELLED, 0)
     if failed or cancelled or blocked:
-        target = JobState.FAILED
-        job.error = f"{failed} failed, {cancelled} cancelled, {blocked} blocked"
-    elif to_review(session, job, now):
-        return True
-    else:
-        target = JobState.SUCCEEDED
-        job.error = None
-    job.state = check_job(job.state, target, key=job.id)
-    job.updated_at = now
-    session.add(job)
-    record_event(
-        session,
-        "job.finished",
-        f"job {job.id} {target.lower()}" + (f": {job.error}" if job.error else ""),
-        now=now,
-        job_id=job.id,
-        level="info" if target == JobState.SUCCEEDED else "error",
-        data={"state": target.value},
-    )
+        why = f"{failed} failed, {cancelled} cancelled, {blocked} blocked"
+        move_job(session, job, JobState.FAILED, now=now, why=why)
+    elif not to_review(session, job, now):
+        move_job(session, job, JobState.SUCCEEDED, now=now)
     return True

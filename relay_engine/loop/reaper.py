@@ -39,7 +39,7 @@ from relay_engine.ops.completion import (
     record_limit,
 )
 from relay_engine.ops.pulls import vet_review
-from relay_engine.store.db import record_event
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Job, Task
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
@@ -380,7 +380,7 @@ def _note_lost(
     """The event that says a stale execution's late result was discarded."""
     record_event(
         session,
-        "execution.lost",
+        EventKind.EXECUTION_LOST,
         f"{live.task_key or f'plan {live.plan_id}'}: execution {live.execution_id[:8]} {error}",
         now=now,
         job_id=live.job_id,

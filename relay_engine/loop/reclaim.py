@@ -21,9 +21,9 @@ from relay_engine.core.states import PlanState, TaskState, check_plan
 from relay_engine.loop import dispatch
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops.completion import fail_task, fenced_task, finish_execution_row
-from relay_engine.store.db import record_event
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Plan, Task
-from relay_engine.store.tasks import move_task
+from relay_engine.store.task_rows import move_task
 
 
 def kill_orphan(runtime: EngineRuntime, execution_id: str) -> None:
@@ -86,7 +86,7 @@ def take_back_task(
             task,
             TaskState.QUEUED,
             now=now,
-            kind="task.recovered",
+            kind=EventKind.TASK_RECOVERED,
             level="warning",
             message=f"{task.key}: {decision.reason}; queued again, attempt refunded "
             f"(recovery {recoveries}/{max_recoveries})",
@@ -107,11 +107,15 @@ def take_back_plan(session: Session, plan: Plan, decision: Recovery, now: float)
     plan.updated_at = now
     if decision.retry:
         plan.attempt = max(plan.attempt - 1, 0)
-        kind, level, message = "plan.recovered", "warning", f"{decision.reason}; will run again"
+        kind, level, message = (
+            EventKind.PLAN_RECOVERED,
+            "warning",
+            f"{decision.reason}; will run again",
+        )
     else:
         plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
         plan.error = budget_spent_reason(plan.recoveries, decision.reason)
-        kind, level, message = "plan.failed", "error", plan.error
+        kind, level, message = EventKind.PLAN_FAILED, "error", plan.error
     session.add(plan)
     record_event(
         session,

@@ -25,7 +25,6 @@ from relay_engine.ops.plans import (
     accept_result,
     build_planner_prompt,
     claim_plan,
-    finish_job,
     job_facts,
     latest_plan,
     next_step,
@@ -34,7 +33,8 @@ from relay_engine.ops.plans import (
     store_children,
 )
 from relay_engine.ops.pulls import to_review
-from relay_engine.store.db import record_event
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, Plan, Task
 
 PLANNER_TIMEOUT_S = 30 * 60
@@ -76,13 +76,13 @@ class PlannerRounds:
             store_children(session, job, latest, now)
         elif step == "succeed":
             if not to_review(session, job, now):
-                finish_job(session, job, JobState.SUCCEEDED, None, now)
+                move_job(session, job, JobState.SUCCEEDED, now=now)
         elif step == "fail":
             why = latest.error if latest else "planning failed"
-            finish_job(session, job, JobState.FAILED, f"planner round failed: {why}", now)
+            move_job(session, job, JobState.FAILED, now=now, why=f"planner round failed: {why}")
         elif step == "exhausted":
             why = f"objective not satisfied after {job.max_plan_rounds} planner rounds"
-            finish_job(session, job, JobState.FAILED, why, now)
+            move_job(session, job, JobState.FAILED, now=now, why=why)
         else:
             return False
         return True
@@ -148,7 +148,7 @@ class PlannerRounds:
             )
             record_event(
                 session,
-                "plan.started",
+                EventKind.PLAN_STARTED,
                 f"job {job.id} round {fresh.round}: planner {agent.id} started",
                 now=now,
                 job_id=job.id,

@@ -18,7 +18,7 @@ from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
-from relay_engine.store.registry import owner_facts
+from relay_engine.store.engines import owner_facts
 
 
 @dataclass

@@ -55,10 +55,10 @@ from relay_engine.ops.failed_starts import (
     unclaimed_execution,
     write_artifacts,
 )
-from relay_engine.ops.jobs import timeout_for
 from relay_engine.ops.prompt_context import prompt_context
+from relay_engine.store.events import EventKind
 from relay_engine.store.schema import Job, Task
-from relay_engine.store.tasks import move_task
+from relay_engine.store.task_rows import move_task, timeout_for
 
 
 @dataclass(frozen=True)
@@ -292,7 +292,7 @@ class Starter:
             fenced,
             TaskState.RUNNING,
             now=now,
-            kind="task.started",
+            kind=EventKind.TASK_STARTED,
             message=f"{fenced.key} started on {fenced.agent} "
             f"(attempt {fenced.attempt}/{fenced.max_attempts})",
             started_at=now,
@@ -341,7 +341,7 @@ class Starter:
             task.key,
             TaskState.PARKED,
             now,
-            kind="task.parked",
+            kind=EventKind.TASK_PARKED,
             level="warning",
             message=f"{task.key} parked before launch: {park.reason}",
             not_before=park.until,

@@ -21,16 +21,16 @@ from relay_engine.core.availability import (
     after_failure,
     config_hash,
     describe,
-    holds,
 )
 from relay_engine.core.failures import AgentFailure, FailureClass
 from relay_engine.core.selection import FleetView, NoAgent, Park, Selected, pick_agent
 from relay_engine.core.states import TaskState
-from relay_engine.ops.commands import CommandRejected
 from relay_engine.ops.completion import AgentWait, limited_providers
-from relay_engine.store.db import ensure_row, record_event
+from relay_engine.ops.refusals import Refused
+from relay_engine.store.db import ensure_row
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import AgentRecord, AgentStatus, ProviderLimit, Task
-from relay_engine.store.tasks import resume_parked_task
+from relay_engine.store.task_rows import resume_parked_task
 
 
 def known_agents(session: Session) -> list[AgentRecord]:
@@ -89,7 +89,7 @@ def record_failure(
     session.add(row)
     record_event(
         session,
-        "agent.unavailable",
+        EventKind.AGENT_UNAVAILABLE,
         f"agent {agent.id} {failure.kind.value}: {failure.reason} (fix: {row.fix})"[:500],
         now=now,
         level="warning",
@@ -131,7 +131,7 @@ def mark_ready(session: Session, agent_id: str, now: float, *, why: str) -> bool
     session.add(row)
     record_event(
         session,
-        "agent.ready",
+        EventKind.AGENT_READY,
         f"agent {agent_id} is available again ({previous} cleared: {why})",
         now=now,
         data={"agent": agent_id},
@@ -164,7 +164,7 @@ def sync(session: Session, agents: Iterable[AgentConfig], now: float) -> None:
     removed agent's row goes, and valid-but-ignored settings are said out loud."""
     configured = {agent.id: agent for agent in agents}
     for warning in agent_warnings(configured.values()):
-        record_event(session, "config.warning", warning, now=now, level="warning")
+        record_event(session, EventKind.CONFIG_WARNING, warning, now=now, level="warning")
     for row in list(session.exec(select(AgentStatus))):
         agent = configured.get(row.agent_id)
         if agent is None:
@@ -173,11 +173,10 @@ def sync(session: Session, agents: Iterable[AgentConfig], now: float) -> None:
             mark_ready(session, row.agent_id, now, why="its config changed")
 
 
-def reset(session: Session, payload: dict[str, Any], now: float) -> str:
-    """Operator command ``agent.reset``: make an agent available now."""
-    agent_id = str(payload.get("agent") or "")
+def reset_agent(session: Session, agent_id: str, now: float) -> str:
+    """The operator says an agent can work again (logged in, network back): available now."""
     if not agent_id:
-        raise CommandRejected("agent.reset needs an agent id")
+        raise Refused("agent.reset needs an agent id")
     if mark_ready(session, agent_id, now, why="reset by operator"):
         return f"agent {agent_id} reset: available again"
     return f"agent {agent_id} is not marked unavailable: nothing to reset"
@@ -259,16 +258,3 @@ def _row(
         until=state.until if state else None,
         summary=describe(state, now, format_time),
     )
-
-
-__all__ = [
-    "AgentRow",
-    "agent_rows",
-    "availability_map",
-    "holds",
-    "mark_ready",
-    "record_failure",
-    "requeue_agent_waits",
-    "reset",
-    "sync",
-]

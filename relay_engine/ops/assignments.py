@@ -12,7 +12,9 @@ from typing import Any
 from sqlmodel import Session, col, delete, select, update
 
 from relay_engine.ops import agents as agent_status
-from relay_engine.store.db import ensure_row, record_event
+from relay_engine.ops.refusals import Refused
+from relay_engine.store.db import ensure_row
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import (
     AgentRecord,
     Assignment,
@@ -25,30 +27,27 @@ from relay_engine.store.schema import (
 MEMORY_NOTE_CHARS = 400
 
 
-def pin_agent(session: Session, payload: dict[str, Any], now: float) -> str:
-    """Operator pin: a task to an agent, or a (job, workstream, role) to an agent."""
-    agent_id = str(payload.get("agent") or "")
+def pin_task(session: Session, task: Task, agent_id: str, now: float) -> str:
+    """Operator pin: this task runs on ``agent_id`` (while its provider is not limited)."""
     _check_agent(session, agent_id)
-    if payload.get("task"):
-        task = session.get(Task, str(payload["task"]))
-        if task is None:
-            raise ValueError(f"no task {payload['task']}")
-        task.pinned_agent = agent_id
-        session.add(task)
-        record_event(
-            session,
-            "task.pinned",
-            f"{task.key} pinned to {agent_id}",
-            now=now,
-            job_id=task.job_id,
-            task_key=task.key,
-        )
-        return f"pinned {task.key} to {agent_id}"
-    job_id = str(payload.get("job") or "")
-    workstream = str(payload.get("workstream") or "")
-    role = str(payload.get("role") or "implementer")
-    if not job_id:
-        raise ValueError("pin needs a job (and workstream) or a task")
+    task.pinned_agent = agent_id
+    session.add(task)
+    record_event(
+        session,
+        EventKind.TASK_PINNED,
+        f"{task.key} pinned to {agent_id}",
+        now=now,
+        job_id=task.job_id,
+        task_key=task.key,
+    )
+    return f"pinned {task.key} to {agent_id}"
+
+
+def pin_workstream(
+    session: Session, job_id: str, workstream: str, role: str, agent_id: str, now: float
+) -> str:
+    """Operator pin: the (job, workstream, role)'s tasks run on ``agent_id`` from now on."""
+    _check_agent(session, agent_id)
     replace_pin(session, job_id, workstream, role, agent_id, reason="pinned by operator", now=now)
     return f"pinned {job_id}/{workstream or '*'} ({role}) to {agent_id}"
 
@@ -56,7 +55,7 @@ def pin_agent(session: Session, payload: dict[str, Any], now: float) -> str:
 def _check_agent(session: Session, agent_id: str) -> None:
     known = set(session.exec(select(AgentRecord.id)))
     if not agent_id or (known and agent_id not in known):
-        raise ValueError(f"unknown agent {agent_id!r}; known: {', '.join(sorted(known))}")
+        raise Refused(f"unknown agent {agent_id!r}; known: {', '.join(sorted(known))}")
 
 
 def replace_pin(
@@ -93,7 +92,7 @@ def replace_pin(
     session.add(assignment)
     record_event(
         session,
-        "assignment.pinned",
+        EventKind.ASSIGNMENT_PINNED,
         f"job {job_id} workstream {workstream or '*'} ({role}) -> {agent_id}: {reason}",
         now=now,
         job_id=job_id,

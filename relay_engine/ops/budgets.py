@@ -20,9 +20,10 @@ from sqlmodel import Session, col, func, select
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.availability import Availability
 from relay_engine.core.states import TaskState
-from relay_engine.store.db import record_event
+from relay_engine.ops.refusals import Refused
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Job, Task
-from relay_engine.store.tasks import move_task
+from relay_engine.store.task_rows import move_task
 
 BUDGET = "budget"  # what a task parked on a budget waits on
 
@@ -177,7 +178,7 @@ def park_on_budget(session: Session, task: Task, hold: Hold, now: float) -> None
         task,
         TaskState.PARKED,
         now=now,
-        kind="task.parked",
+        kind=EventKind.TASK_PARKED,
         level="warning",
         message=f"{task.key} parked: {hold.reason}"[:500],
         not_before=hold.until,
@@ -209,7 +210,7 @@ def announce(session: Session, job_ids: Iterable[str], warn_at: float, now: floa
         raise_it = " (relay budget JOB --add to raise it)" if state.level == "exhausted" else ""
         record_event(
             session,
-            f"budget.{state.level}",
+            EventKind(f"budget.{state.level}"),
             f"job {job.id}: {state.text}{raise_it}",
             now=now,
             job_id=job.id,
@@ -221,18 +222,16 @@ def announce(session: Session, job_ids: Iterable[str], warn_at: float, now: floa
 # --- the operator raises a budget ---------------------------------------------------------
 
 
-def raise_budget(session: Session, payload: dict, now: float) -> str:
-    """``budget`` command: add dollars and/or tokens; work parked on the budget resumes."""
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise ValueError(f"no job {payload.get('job')}")
-    add_usd, add_tokens = payload.get("add_usd"), payload.get("add_tokens")
+def raise_budget(
+    session: Session, job: Job, now: float, *, add_usd: float | None, add_tokens: int | None
+) -> str:
+    """Add dollars and/or tokens to a job's budget; work parked on the budget resumes."""
     if add_usd is None and add_tokens is None:
-        raise ValueError("say how much to add: --add DOLLARS and/or --tokens N")
+        raise Refused("say how much to add: --add DOLLARS and/or --tokens N")
     if add_usd is not None:
-        job.budget_usd = (job.budget_usd or 0.0) + float(add_usd)
+        job.budget_usd = (job.budget_usd or 0.0) + add_usd
     if add_tokens is not None:
-        job.budget_tokens = (job.budget_tokens or 0) + int(add_tokens)
+        job.budget_tokens = (job.budget_tokens or 0) + add_tokens
     job.budget_said = None
     job.updated_at = now
     session.add(job)
@@ -249,7 +248,7 @@ def raise_budget(session: Session, payload: dict, now: float) -> str:
             task,
             TaskState.QUEUED,
             now=now,
-            kind="task.resumed",
+            kind=EventKind.TASK_RESUMED,
             message=f"{task.key} resumed: budget raised",
             waiting_on_provider=None,
             not_before=None,
@@ -261,6 +260,10 @@ def raise_budget(session: Session, payload: dict, now: float) -> str:
         1.0,
     ).text
     record_event(
-        session, "budget.raised", f"job {job.id} budget raised: {text}", now=now, job_id=job.id
+        session,
+        EventKind.BUDGET_RAISED,
+        f"job {job.id} budget raised: {text}",
+        now=now,
+        job_id=job.id,
     )
     return f"job {job.id}: {text}; {len(parked)} parked tasks resumed"

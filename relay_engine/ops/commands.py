@@ -1,37 +1,178 @@
-"""Operator commands: durable rows applied exactly once by whichever engine sees them first.
+"""The command inbox: operator requests as durable rows, applied exactly once by whichever
+process sees them first.
 
-Any process may apply a command (the `relay` CLI does so right after storing it), because
-applying only changes rows: an engine that owns a cancelled task's process notices on
-its next tick that its execution id no longer matches (fencing) and kills the process.
+An operator command is a typed model (:class:`CancelTask`, :class:`Replan`, …) stored as its
+kind and payload, so a console on one host can steer engines on another. This module is the
+only place that reads payloads: it parses a row back into its model and applies it through
+the typed operations (:mod:`~relay_engine.ops.tasks`, :mod:`~relay_engine.ops.jobs`, …),
+which everything else calls directly.
+
+Any process may apply a command (the ``relay`` CLI does so right after storing it), because
+applying only changes rows: an engine that owns a cancelled task's process notices on its
+next tick that its execution id no longer matches (fencing) and kills the process.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlmodel import Session, col, select, update
 
-from relay_engine.core.states import (
-    ACTIVE_TASK_STATES,
-    TERMINAL_JOB_STATES,
-    JobState,
-    PlanState,
-    TaskState,
-    check_job,
-    check_plan,
-)
-from relay_engine.ops.jobs import split_key
-from relay_engine.store.db import Store, record_event
-from relay_engine.store.schema import Command, Job, Plan, Task
-from relay_engine.store.tasks import job_tasks, move_task
-
-Handler = Callable[[Session, dict, float], str]
+from relay_engine.ops import agents, assignments, budgets, jobs, plans, pulls, tasks
+from relay_engine.ops.refusals import Refused
+from relay_engine.store.db import Store
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.schema import Command
 
 
-class CommandRejected(ValueError):
-    """The command names something that does not exist or cannot change now."""
+class OperatorCommand(BaseModel):
+    """One request of the operator's; ``kind`` names it in the command row."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    kind: ClassVar[str]
+
+    def apply(self, session: Session, now: float) -> str:
+        """Apply inside the caller's transaction; the outcome the operator reads."""
+        raise NotImplementedError
+
+    def job_id(self) -> str | None:
+        """The job the command is about, for the events it leads to."""
+        return getattr(self, "job", None) or (getattr(self, "task", None) or "").partition("/")[0]
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class CancelTask(OperatorCommand):
+    kind: ClassVar[str] = "cancel"
+    task: str
+    reason: str = "cancelled by operator"
+
+    def apply(self, session: Session, now: float) -> str:
+        return tasks.cancel_task(session, tasks.find_task(session, self.task), self.reason, now)
+
+
+class RetryTask(OperatorCommand):
+    kind: ClassVar[str] = "retry"
+    task: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return tasks.retry_task(session, tasks.find_task(session, self.task), now)
+
+
+class CancelJob(OperatorCommand):
+    kind: ClassVar[str] = "cancel_job"
+    job: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return jobs.cancel_job(session, jobs.find_job(session, self.job), now)
+
+
+class Replan(OperatorCommand):
+    kind: ClassVar[str] = "replan"
+    job: str
+    guidance: str | None = None
+
+    def apply(self, session: Session, now: float) -> str:
+        return plans.replan(session, jobs.find_job(session, self.job), self.guidance, now)
+
+
+class ApproveWave(OperatorCommand):
+    kind: ClassVar[str] = "approve"
+    job: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return plans.approve_wave(session, jobs.find_job(session, self.job), now)
+
+
+class InstallPlan(OperatorCommand):
+    kind: ClassVar[str] = "install_plan"
+    job: str
+    plan: Any
+    roles: list[str] = []
+    guidance: str | None = None
+
+    def apply(self, session: Session, now: float) -> str:
+        job = jobs.find_job(session, self.job)
+        return plans.install_plan(
+            session, job, self.plan, now, roles=self.roles, guidance=self.guidance
+        )
+
+
+class Pin(OperatorCommand):
+    """A task, or a job's workstream (for one role), to an agent."""
+
+    kind: ClassVar[str] = "pin"
+    agent: str
+    task: str | None = None
+    job: str | None = None
+    workstream: str = ""
+    role: str = "implementer"
+
+    def apply(self, session: Session, now: float) -> str:
+        if self.task:
+            task = tasks.find_task(session, self.task)
+            return assignments.pin_task(session, task, self.agent, now)
+        if not self.job:
+            raise Refused("pin needs a job (and workstream) or a task")
+        return assignments.pin_workstream(
+            session, self.job, self.workstream, self.role, self.agent, now
+        )
+
+
+class RaiseBudget(OperatorCommand):
+    kind: ClassVar[str] = "budget"
+    job: str
+    add_usd: float | None = None
+    add_tokens: int | None = None
+
+    def apply(self, session: Session, now: float) -> str:
+        job = jobs.find_job(session, self.job)
+        return budgets.raise_budget(
+            session, job, now, add_usd=self.add_usd, add_tokens=self.add_tokens
+        )
+
+
+class ResetAgent(OperatorCommand):
+    kind: ClassVar[str] = "agent.reset"
+    agent: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return agents.reset_agent(session, self.agent, now)
+
+
+class Merge(OperatorCommand):
+    kind: ClassVar[str] = "merge"
+    job: str
+    force: bool = False
+
+    def apply(self, session: Session, now: float) -> str:
+        job = jobs.find_job(session, self.job)
+        return pulls.request_merge(session, job, now, force=self.force)
+
+
+class Close(OperatorCommand):
+    kind: ClassVar[str] = "close"
+    job: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return pulls.request_close(session, jobs.find_job(session, self.job), now)
+
+
+COMMANDS: dict[str, type[OperatorCommand]] = {
+    c.kind: c
+    for c in (
+        CancelTask, RetryTask, CancelJob, Replan, ApproveWave, InstallPlan, Pin, RaiseBudget,
+        ResetAgent, Merge, Close,
+    )
+}  # fmt: skip
+
+
+class UnsupportedCommand(LookupError):
+    """A row of a kind this relay does not know (written by a newer relay, say)."""
 
 
 @dataclass(frozen=True)
@@ -42,159 +183,34 @@ class AppliedCommand:
     ok: bool
 
 
-def _task(session: Session, payload: dict) -> Task:
-    key = str(payload.get("task", ""))
-    split_key(key)
-    task = session.get(Task, key)
-    if task is None:
-        raise CommandRejected(f"no task {key}")
-    return task
+def enqueue(store: Store, command: OperatorCommand, *, now: float | None = None) -> int:
+    """Store a command for whichever process applies it first; its id."""
+    return store.enqueue_command(command.kind, command.payload(), now=now)
 
 
-def cancel_task(session: Session, payload: dict, now: float) -> str:
-    task = _task(session, payload)
-    if task.state not in ACTIVE_TASK_STATES:
-        raise CommandRejected(f"task {task.key} is already {task.state}")
-    reason = str(payload.get("reason") or "cancelled by operator")
-    move_task(
-        session,
-        task,
-        TaskState.CANCELLED,
-        now=now,
-        kind="task.cancelled",
-        message=f"{task.key} cancelled: {reason}",
-        level="warning",
-        error=reason,
-        finished_at=now,
-    )
-    return f"cancelled {task.key}"
+def parse(kind: str, payload: dict[str, Any] | None) -> OperatorCommand:
+    """The typed command a row holds; :class:`Refused` names what is wrong with it."""
+    model = COMMANDS.get(kind)
+    if model is None:
+        raise UnsupportedCommand(f"{kind}: not supported yet by this engine")
+    try:
+        return model.model_validate(payload or {})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "payload"
+        raise Refused(f"{where}: {problem['msg']}") from None
 
 
-def retry_task(session: Session, payload: dict, now: float) -> str:
-    task = _task(session, payload)
-    if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
-        raise CommandRejected(f"task {task.key} is {task.state}; only FAILED or CANCELLED retry")
-    deps = {t.task_id: t.state for t in job_tasks(session, task.job_id, list(TaskState))}
-    ready = not task.external_deps and all(
-        deps.get(dep) == TaskState.SUCCEEDED for dep in task.dependencies
-    )
-    target = TaskState.QUEUED if ready else TaskState.DRAFT
-    max_attempts = max(task.max_attempts, task.attempt + 1)
-    why = str(payload.get("reason") or "by operator")
-    move_task(
-        session,
-        task,
-        target,
-        now=now,
-        kind="task.retried",
-        message=f"{task.key} retried {why} (attempt {task.attempt + 1} of {max_attempts})",
-        max_attempts=max_attempts,
-        error=None,
-        blocked_by=None,
-        finished_at=None,
-    )
-    _unblock_dependents(session, task, now)
-    _reactivate_job(session, task.job_id, now)
-    return f"retried {task.key}"
-
-
-def _unblock_dependents(session: Session, task: Task, now: float) -> None:
-    """Tasks blocked by ``task`` wait for it again; each says so in the change feed, which
-    is how consoles (reading only the rows events name) see them unblocked at once."""
-    blocked = session.exec(
-        select(Task).where(col(Task.job_id) == task.job_id, col(Task.blocked_by) == task.task_id)
-    )
-    for dependent in blocked:
-        dependent.blocked_by = None
-        dependent.updated_at = now
-        session.add(dependent)
-        record_event(
-            session,
-            "task.unblocked",
-            f"{dependent.key} unblocked: {task.task_id} was retried",
-            now=now,
-            job_id=dependent.job_id,
-            task_key=dependent.key,
-        )
-
-
-def _reactivate_job(session: Session, job_id: str, now: float) -> None:
-    job = session.get(Job, job_id)
-    if job is not None and job.state in TERMINAL_JOB_STATES:
-        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
-        job.error = None
-        job.updated_at = now
-        session.add(job)
-        record_event(
-            session, "job.reactivated", f"job {job_id} active again", now=now, job_id=job_id
-        )
-
-
-def cancel_job(session: Session, payload: dict, now: float) -> str:
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise CommandRejected(f"no job {payload.get('job')}")
-    if job.state in TERMINAL_JOB_STATES:
-        raise CommandRejected(f"job {job.id} is already {job.state}")
-    cancel_unfinished(session, job.id, "job cancelled", now)
-    job.state = check_job(job.state, JobState.CANCELLED, key=job.id)
-    job.updated_at = now
-    session.add(job)
-    record_event(session, "job.finished", f"job {job.id} cancelled", now=now, job_id=job.id)
-    return f"cancelled job {job.id}"
-
-
-def cancel_unfinished(session: Session, job_id: str, reason: str, now: float) -> int:
-    """Cancel a job's unfinished tasks and fail its running planner rounds; how many tasks."""
-    tasks = job_tasks(session, job_id, ACTIVE_TASK_STATES)
-    for task in tasks:
-        cancel_task(session, {"task": task.key, "reason": reason}, now)
-    for plan in session.exec(
-        select(Plan).where(Plan.job_id == job_id, Plan.status == PlanState.PLANNING)
-    ):
-        fail_plan(session, plan, reason, now)
-    return len(tasks)
-
-
-def fail_plan(session: Session, plan: Plan, reason: str, now: float) -> None:
-    """End a planner round for good. Its execution loses the claim, so the engine running
-    the planner kills it (fencing) and nothing it answers is ever materialised."""
-    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
-    plan.error = reason
-    plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
-    plan.updated_at = now
-    session.add(plan)
-    record_event(
-        session,
-        "plan.failed",
-        f"job {plan.job_id} round {plan.round}: {reason}",
-        now=now,
-        job_id=plan.job_id,
-        plan_id=plan.id,
-        level="warning",
-    )
-
-
-HANDLERS: dict[str, Handler] = {
-    "cancel": cancel_task,
-    "retry": retry_task,
-    "cancel_job": cancel_job,
-}
-
-
-def apply_pending(
-    store: Store, applier: str, now: float, handlers: dict[str, Handler] | None = None
-) -> list[AppliedCommand]:
+def apply_pending(store: Store, applier: str, now: float) -> list[AppliedCommand]:
     """Apply every command nobody has applied yet, each in its own transaction."""
-    handlers = handlers or HANDLERS
     with store.read() as session:
         query = select(Command.id).where(col(Command.applied_at).is_(None)).order_by(Command.id)
         pending = list(session.exec(query))
-    return [a for a in (_apply_one(store, cid, applier, now, handlers) for cid in pending) if a]
+    return [a for a in (_apply_one(store, cid, applier, now) for cid in pending) if a]
 
 
 def _apply_one(
-    store: Store, command_id: int | None, applier: str, now: float, handlers: dict[str, Handler]
+    store: Store, command_id: int | None, applier: str, now: float
 ) -> AppliedCommand | None:
     with store.write() as session:
         claimed = session.exec(
@@ -204,35 +220,29 @@ def _apply_one(
         )
         if claimed.rowcount != 1:
             return None  # another engine applied it first
-        command = session.get(Command, command_id)
-        assert command is not None
-        outcome, ok = _run_handler(session, command, now, handlers)
-        command.outcome = outcome
-        command.succeeded = ok
-        session.add(command)
-    return AppliedCommand(command.id or 0, command.kind, outcome, ok)
+        row = session.get(Command, command_id)
+        assert row is not None
+        outcome, ok = _run(session, row, now)
+        row.outcome = outcome
+        row.succeeded = ok
+        session.add(row)
+    return AppliedCommand(row.id or 0, row.kind, outcome, ok)
 
 
-def _run_handler(
-    session: Session, command: Command, now: float, handlers: dict[str, Handler]
-) -> tuple[str, bool]:
-    handler = handlers.get(command.kind)
-    payload = command.payload or {}
+def _run(session: Session, row: Command, now: float) -> tuple[str, bool]:
+    payload = row.payload or {}
     job_id = payload.get("job") or str(payload.get("task", "")).partition("/")[0] or None
-    if handler is None:
-        message = f"{command.kind}: not supported yet by this engine"
-        record_event(
-            session, "command.unsupported", message, now=now, job_id=job_id, level="warning"
-        )
-        return message, False
     try:
+        command = parse(row.kind, payload)
+        job_id = command.job_id() or job_id
         with session.begin_nested():
-            outcome = handler(session, payload, now)
-    except (CommandRejected, ValueError) as error:
-        message = f"{command.kind} refused: {error}"
-        record_event(session, "command.rejected", message, now=now, job_id=job_id, level="warning")
-        return message, False
-    return outcome, True
+            return command.apply(session, now), True
+    except UnsupportedCommand as unsupported:
+        kind, message = EventKind.COMMAND_UNSUPPORTED, str(unsupported)
+    except ValueError as error:  # Refused, or an illegal transition
+        kind, message = EventKind.COMMAND_REJECTED, f"{row.kind} refused: {error}"
+    record_event(session, kind, message, now=now, job_id=job_id, level="warning")
+    return message, False
 
 
 def wait_for_outcome(store: Store, command_id: int, timeout: float = 10.0) -> AppliedCommand | None:

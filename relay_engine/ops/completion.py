@@ -18,9 +18,10 @@ from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.core.states import TaskState
 from relay_engine.ops import troubleshoot
 from relay_engine.ops.plans import allowed_wave
-from relay_engine.store.db import ensure_row, record_event
+from relay_engine.store.db import ensure_row
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
-from relay_engine.store.tasks import job_tasks, move_task, tasks_by_key
+from relay_engine.store.task_rows import job_tasks, mark_blocked, move_task, tasks_by_key
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None
         task,
         TaskState.SUCCEEDED,
         now=now,
-        kind="task.succeeded",
+        kind=EventKind.TASK_SUCCEEDED,
         message=f"{task.key} succeeded: {outcome.summary or 'done'}"[:500],
         result_summary=outcome.summary,
         result=outcome.data,
@@ -139,7 +140,7 @@ def fail_or_retry(session: Session, task: Task, error: str, *, now: float) -> No
             task,
             TaskState.QUEUED,
             now=now,
-            kind="task.retrying",
+            kind=EventKind.TASK_RETRYING,
             level="warning",
             message=f"{task.key} attempt {task.attempt}/{task.max_attempts} failed: {error}"[:500],
             error=error,
@@ -155,7 +156,7 @@ def fail_task(session: Session, task: Task, error: str, why: str, *, now: float)
         task,
         TaskState.FAILED,
         now=now,
-        kind="task.failed",
+        kind=EventKind.TASK_FAILED,
         level="error",
         message=f"{task.key} {why}"[:500],
         error=error,
@@ -175,7 +176,7 @@ def release_task(session: Session, task: Task, reason: str, *, now: float) -> No
         task,
         TaskState.QUEUED,
         now=now,
-        kind="task.released",
+        kind=EventKind.TASK_RELEASED,
         message=f"{task.key} returned to the queue: {reason} (attempt refunded)"[:500],
         attempt=max(task.attempt - 1, 0),
     )
@@ -238,7 +239,7 @@ def _swap_or_park(
             task,
             TaskState.QUEUED,
             now=now,
-            kind="task.swapped",
+            kind=EventKind.TASK_SWAPPED,
             level="warning",
             message=swap_message[:500],
             attempt=refunded,
@@ -252,7 +253,7 @@ def _swap_or_park(
         task,
         TaskState.PARKED,
         now=now,
-        kind="task.parked",
+        kind=EventKind.TASK_PARKED,
         level="warning",
         message=park_message[:500],
         attempt=refunded,
@@ -289,7 +290,7 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
                 draft,
                 TaskState.QUEUED,
                 now=now,
-                kind="task.queued",
+                kind=EventKind.TASK_QUEUED,
                 message=f"{draft.key} queued: dependencies succeeded",
             )
             released.append(draft)
@@ -309,18 +310,7 @@ def block_dependents(session: Session, task: Task, *, blocker: str, now: float) 
             frontier.add(draft.task_id)
             changed = True
             if draft.blocked_by != blocker:
-                draft.blocked_by = blocker
-                draft.updated_at = now
-                session.add(draft)
-                record_event(
-                    session,
-                    "task.blocked",
-                    f"{draft.key} blocked by {blocker}",
-                    now=now,
-                    job_id=draft.job_id,
-                    task_key=draft.key,
-                    level="warning",
-                )
+                mark_blocked(session, draft, blocker, f"{draft.key} blocked by {blocker}", now)
 
 
 def record_limit(
@@ -341,7 +331,7 @@ def record_limit(
     session.add(limit)
     record_event(
         session,
-        "provider.limited",
+        EventKind.PROVIDER_LIMITED,
         f"provider {provider} limited until {format_time(limit.reset_at)}: {source[:200]}",
         now=now,
         level="warning",

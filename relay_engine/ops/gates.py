@@ -12,10 +12,10 @@ from sqlmodel import Session, select
 from relay_engine.contracts.planner import AssessorResult, assessor_prompt, validate_assessor_output
 from relay_engine.contracts.task_definitions import TaskDef
 from relay_engine.core.states import TERMINAL_TASK_STATES, TaskState
-from relay_engine.ops.jobs import add_tasks
 from relay_engine.ops.plans import allowed_wave, replan, task_summaries
-from relay_engine.store.db import record_event
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Job, Task
+from relay_engine.store.task_rows import add_tasks
 
 DEFAULT_ASSESSOR_SCRIPT = {
     "duration": 0.5,
@@ -65,7 +65,7 @@ def _create_assessment(
     session.add(row)
     record_event(
         session,
-        "wave.assessing",
+        EventKind.WAVE_ASSESSING,
         f"job {job.id}: assessing wave {wave}",
         now=now,
         job_id=job.id,
@@ -83,7 +83,7 @@ def _apply_verdict(session: Session, job: Job, wave: int, assess: Task, now: flo
     if not isinstance(verdict, AssessorResult):
         record_event(
             session,
-            "wave.approved",
+            EventKind.WAVE_APPROVED,
             f"job {job.id}: assessor answer unusable ({verdict.reason}); wave {wave + 1} runs on",
             now=now,
             job_id=job.id,
@@ -92,11 +92,11 @@ def _apply_verdict(session: Session, job: Job, wave: int, assess: Task, now: flo
         return True
     if verdict.decision == "replan":
         guidance = "; ".join([verdict.summary, *verdict.findings]).strip("; ")
-        replan(session, {"job": job.id, "guidance": guidance, "trigger": "wave-assessment"}, now)
+        replan(session, job, guidance, now, trigger="wave-assessment")
         return True
     record_event(
         session,
-        "wave.approved",
+        EventKind.WAVE_APPROVED,
         f"job {job.id}: assessor approved wave {wave + 1}: {verdict.summary}",
         now=now,
         job_id=job.id,

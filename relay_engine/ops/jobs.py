@@ -1,4 +1,5 @@
-"""Storing submitted jobs: idempotent, all-or-nothing, with waves computed up front."""
+"""Operations on whole jobs: submit one (idempotent, all-or-nothing, waves computed up
+front), cancel one, cancel what is left of one."""
 
 from __future__ import annotations
 
@@ -8,18 +9,15 @@ from sqlmodel import Session, select
 
 from relay_engine.contracts.config import EngineConfig
 from relay_engine.contracts.job_file import JobSpec
-from relay_engine.contracts.task_definitions import (
-    TaskDef,
-    definition_hash,
-    external_deps,
-    local_deps,
-)
-from relay_engine.core.scheduler import waves
-from relay_engine.core.states import JobState, TaskState
-from relay_engine.store.db import Store, record_event
-from relay_engine.store.schema import Job, Task
-
-STORY_TIMEOUTS_S = {"S": 15 * 60, "M": 30 * 60, "L": 60 * 60, "XL": 120 * 60}
+from relay_engine.core.states import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, JobState, PlanState
+from relay_engine.ops.plans import fail_plan
+from relay_engine.ops.refusals import Refused
+from relay_engine.ops.tasks import cancel_task
+from relay_engine.store.db import Store
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
+from relay_engine.store.schema import Job, Plan
+from relay_engine.store.task_rows import add_tasks, job_tasks
 
 
 class JobConflict(ValueError):
@@ -31,18 +29,6 @@ class SubmitOutcome:
     job_id: str
     created: bool
     task_count: int
-
-
-def task_key(job_id: str, task_id: str) -> str:
-    return f"{job_id}/{task_id}"
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """``JOB/TASK`` -> (job, task); a clear error for anything else."""
-    job_id, sep, task_id = key.partition("/")
-    if not sep or not job_id or not task_id:
-        raise ValueError(f"{key!r} is not a task address; write it as JOB/TASK")
-    return job_id, task_id
 
 
 def submit_job(
@@ -93,7 +79,7 @@ def submit_job(
         waits = f", waiting on {', '.join(job_def.after)}" if job_def.after else ""
         record_event(
             session,
-            "job.submitted",
+            EventKind.JOB_SUBMITTED,
             f"job {job_def.id} submitted with {len(spec.tasks)} tasks{waits}",
             now=now,
             job_id=job_def.id,
@@ -105,57 +91,28 @@ def _first(*values: float | None) -> float | None:
     return next((v for v in values if v is not None), None)
 
 
-def add_tasks(
-    session: Session,
-    job_id: str,
-    job_priority: str,
-    tasks: tuple[TaskDef, ...] | list[TaskDef],
-    *,
-    now: float,
-    plan_id: int | None = None,
-) -> list[Task]:
-    """Insert DRAFT tasks; readiness queues them on the next tick."""
-    existing_waves = _existing_waves(session, job_id) if plan_id is not None else {}
-    graph = {t.id: local_deps(t.depends_on) for t in tasks}
-    depth = waves(graph)
-    offset = max(existing_waves.values(), default=0)
-    rows = []
-    for index, definition in enumerate(tasks):
-        row = Task(
-            key=task_key(job_id, definition.id),
-            job_id=job_id,
-            task_id=definition.id,
-            kind=definition.kind,
-            title=definition.title or definition.id,
-            input=definition.input,
-            role=definition.role,
-            model_class=definition.model_class,
-            workstream=definition.workstream,
-            priority=definition.priority or job_priority,
-            story_size=definition.size,
-            dependencies=local_deps(definition.depends_on),
-            external_deps=external_deps(definition.depends_on),
-            state=TaskState.DRAFT,
-            max_attempts=definition.max_attempts,
-            timeout_s=definition.timeout,
-            pinned_agent=definition.agent,
-            plan_id=plan_id,
-            wave=offset + depth.get(definition.id, 1),
-            spec_hash=definition_hash(definition, job_priority),
-            sim=definition.sim,
-            # created_at orders tasks of equal priority; the index keeps file order stable.
-            created_at=now + index * 1e-6,
-            updated_at=now,
-        )
-        session.add(row)
-        rows.append(row)
-    return rows
+def find_job(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise Refused(f"no job {job_id}")
+    return job
 
 
-def _existing_waves(session: Session, job_id: str) -> dict[str, int]:
-    rows = session.exec(select(Task.task_id, Task.wave).where(Task.job_id == job_id))
-    return dict(rows.all())
+def cancel_job(session: Session, job: Job, now: float) -> str:
+    if job.state in TERMINAL_JOB_STATES:
+        raise Refused(f"job {job.id} is already {job.state}")
+    cancel_unfinished(session, job.id, "job cancelled", now)
+    move_job(session, job, JobState.CANCELLED, now=now)
+    return f"cancelled job {job.id}"
 
 
-def timeout_for(task: Task) -> float:
-    return task.timeout_s or STORY_TIMEOUTS_S.get(task.story_size, STORY_TIMEOUTS_S["M"])
+def cancel_unfinished(session: Session, job_id: str, reason: str, now: float) -> int:
+    """Cancel a job's unfinished tasks and fail its running planner rounds; how many tasks."""
+    tasks = job_tasks(session, job_id, ACTIVE_TASK_STATES)
+    for task in tasks:
+        cancel_task(session, task, reason, now)
+    for plan in session.exec(
+        select(Plan).where(Plan.job_id == job_id, Plan.status == PlanState.PLANNING)
+    ):
+        fail_plan(session, plan, reason, now)
+    return len(tasks)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlmodel import Session, col, select, update
 
@@ -27,14 +26,14 @@ from relay_engine.core.states import (
     JobState,
     PlanState,
     TaskState,
-    check_job,
     check_plan,
 )
-from relay_engine.ops.commands import cancel_task, retry_task
-from relay_engine.ops.jobs import add_tasks
-from relay_engine.store.db import record_event
+from relay_engine.ops.refusals import Refused
+from relay_engine.ops.tasks import cancel_task, retry_task
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Execution, Job, Plan, Task
-from relay_engine.store.tasks import job_tasks
+from relay_engine.store.task_rows import add_tasks, job_tasks
 
 PLAN_MAX_ATTEMPTS = 3
 
@@ -131,7 +130,7 @@ def open_round(
     detail = f" with guidance: {guidance}" if guidance else ""
     record_event(
         session,
-        "plan.created",
+        EventKind.PLAN_CREATED,
         f"job {job.id}: planner round {plan.round} ({trigger}){detail}",
         now=now,
         job_id=job.id,
@@ -139,24 +138,6 @@ def open_round(
         data={"round": plan.round, "trigger": trigger},
     )
     return plan
-
-
-def finish_job(session: Session, job: Job, target: JobState, why: str | None, now: float) -> None:
-    job.state = check_job(job.state, target, key=job.id)
-    job.error = why if target != JobState.SUCCEEDED else None
-    job.updated_at = now
-    session.add(job)
-    level = "info" if target == JobState.SUCCEEDED else "error"
-    message = f"job {job.id} {target.lower()}" + (f": {why}" if why else "")
-    record_event(
-        session,
-        "job.finished",
-        message,
-        now=now,
-        job_id=job.id,
-        level=level,
-        data={"state": target.value},
-    )
 
 
 def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
@@ -176,7 +157,7 @@ def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
         session.add(plan)
         record_event(
             session,
-            "plan.failed",
+            EventKind.PLAN_FAILED,
             f"job {job.id} round {plan.round}: {outcome.reason}",
             now=now,
             job_id=job.id,
@@ -192,7 +173,7 @@ def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
     session.add(plan)
     record_event(
         session,
-        "plan.materialised",
+        EventKind.PLAN_MATERIALISED,
         f"job {job.id} round {plan.round}: {len(outcome.create)} new tasks"
         + (f", {len(outcome.unchanged)} unchanged" if outcome.unchanged else ""),
         now=now,
@@ -212,7 +193,7 @@ def accept_result(session: Session, plan: Plan, result: PlannerResult, now: floa
     session.add(plan)
     record_event(
         session,
-        "plan.succeeded",
+        EventKind.PLAN_SUCCEEDED,
         f"job {plan.job_id} round {plan.round}: {len(result.next_tasks)} tasks, "
         f"objective {result.objective_status}",
         now=now,
@@ -229,7 +210,7 @@ def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> Non
     if plan.attempt < plan.max_attempts:
         record_event(
             session,
-            "plan.rejected",
+            EventKind.PLAN_REJECTED,
             f"job {plan.job_id} round {plan.round} attempt {plan.attempt}: {reason}",
             now=now,
             job_id=plan.job_id,
@@ -243,12 +224,31 @@ def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> Non
     session.add(plan)
     record_event(
         session,
-        "plan.failed",
+        EventKind.PLAN_FAILED,
         f"job {plan.job_id} round {plan.round}: {plan.error}",
         now=now,
         job_id=plan.job_id,
         plan_id=plan.id,
         level="error",
+    )
+
+
+def fail_plan(session: Session, plan: Plan, reason: str, now: float) -> None:
+    """End a planner round for good. Its execution loses the claim, so the engine running
+    the planner kills it (fencing) and nothing it answers is ever materialised."""
+    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
+    plan.error = reason
+    plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
+    plan.updated_at = now
+    session.add(plan)
+    record_event(
+        session,
+        EventKind.PLAN_FAILED,
+        f"job {plan.job_id} round {plan.round}: {reason}",
+        now=now,
+        job_id=plan.job_id,
+        plan_id=plan.id,
+        level="warning",
     )
 
 
@@ -267,42 +267,44 @@ def supersede(session: Session, job: Job, new_round: int, now: float) -> int:
     for task in job_tasks(session, job.id, [TaskState.DRAFT, TaskState.QUEUED, TaskState.PARKED]):
         if task.state == TaskState.QUEUED and task.execution_id:
             continue  # claimed and starting: it runs on like a running task
-        reason = f"superseded by plan {new_round}"
-        cancel_task(session, {"task": task.key, "reason": reason}, now)
+        cancel_task(session, task, f"superseded by plan {new_round}", now)
         cancelled += 1
     return cancelled
 
 
-def replan(session: Session, payload: dict[str, Any], now: float) -> str:
-    """Operator replan: a new round with guidance; unstarted tasks of the old plan cancel."""
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise ValueError(f"no job {payload.get('job')}")
-    guidance = str(payload.get("guidance") or "").strip() or None
-    trigger = str(payload.get("trigger") or "manual")
-    if job.state != JobState.ACTIVE:
-        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
-    job.mode = "autonomous"
+def replan(
+    session: Session, job: Job, guidance: str | None, now: float, *, trigger: str = "manual"
+) -> str:
+    """A new planner round with guidance; the old plan's unstarted tasks are cancelled."""
+    _reopen(session, job, now)
     previous = latest_plan(session, job.id)
     new_round = round_count(session, job.id) + 1
     cancelled = supersede(session, job, new_round, now)
+    guidance = (guidance or "").strip() or None
     open_round(session, job, trigger=trigger, now=now, guidance=guidance, previous=previous)
-    session.add(job)
     return f"job {job.id}: replanning as round {new_round} ({cancelled} unstarted tasks cancelled)"
 
 
-def approve_wave(session: Session, payload: dict[str, Any], now: float) -> str:
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise ValueError(f"no job {payload.get('job')}")
+def _reopen(session: Session, job: Job, now: float) -> None:
+    """A job that gets a new plan is planned (autonomous) and active from now on."""
+    job.mode = "autonomous"
+    if job.state != JobState.ACTIVE:
+        message = f"job {job.id} active again: replanned"
+        move_job(
+            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED, message=message
+        )
+    session.add(job)
+
+
+def approve_wave(session: Session, job: Job, now: float) -> str:
     if job.wave_gate == "auto":
-        raise ValueError(f"job {job.id} has no wave gate (wave_gate = auto)")
+        raise Refused(f"job {job.id} has no wave gate (wave_gate = auto)")
     job.approved_wave = allowed_wave(session, job) + 1
     job.updated_at = now
     session.add(job)
     record_event(
         session,
-        "wave.approved",
+        EventKind.WAVE_APPROVED,
         f"job {job.id}: wave {job.approved_wave} approved",
         now=now,
         job_id=job.id,
@@ -311,27 +313,26 @@ def approve_wave(session: Session, payload: dict[str, Any], now: float) -> str:
     return f"approved wave {job.approved_wave} of job {job.id}"
 
 
-def install_plan(session: Session, payload: dict[str, Any], now: float) -> str:
+def install_plan(
+    session: Session,
+    job: Job,
+    answer: object,
+    now: float,
+    *,
+    roles: Sequence[str] = (),
+    guidance: str | None = None,
+) -> str:
     """A plan written by hand: validated like a planner's, stored, materialised next tick."""
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise ValueError(f"no job {payload.get('job')}")
     existing = session.exec(select(Task.task_id).where(Task.job_id == job.id)).all()
     verdict = validate_planner_output(
-        payload.get("plan"), existing_task_ids=existing, known_roles=payload.get("roles") or None
+        answer, existing_task_ids=existing, known_roles=list(roles) or None
     )
     if not isinstance(verdict, PlanAccepted):
-        raise ValueError(verdict.reason)
+        raise Refused(verdict.reason)
     previous = latest_plan(session, job.id)
-    new_round = round_count(session, job.id) + 1
-    supersede(session, job, new_round, now)
-    job.mode = "autonomous"
-    if job.state != JobState.ACTIVE:
-        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
-    session.add(job)
-    plan = open_round(
-        session, job, trigger="manual", now=now, previous=previous, guidance=payload.get("guidance")
-    )
+    supersede(session, job, round_count(session, job.id) + 1, now)
+    _reopen(session, job, now)
+    plan = open_round(session, job, trigger="manual", now=now, previous=previous, guidance=guidance)
     plan.source = "manual"
     accept_result(session, plan, verdict.result, now)
     return f"job {job.id}: manual plan installed as round {plan.round}"
@@ -377,8 +378,7 @@ def run_again(session: Session, job: Job, plan: Plan, task_ids: Sequence[str], n
     again = 0
     for task in job_tasks(session, job.id, [TaskState.FAILED, TaskState.CANCELLED]):
         if task.task_id in task_ids:
-            reason = f"by planner round {plan.round}"
-            retry_task(session, {"task": task.key, "reason": reason}, now)
+            retry_task(session, task, now, why=f"by planner round {plan.round}")
             again += 1
     return again
 

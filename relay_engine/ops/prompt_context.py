@@ -14,7 +14,7 @@ from relay_engine.contracts.prompts import (
 )
 from relay_engine.ops import troubleshoot
 from relay_engine.store.schema import Job, Memory, Task
-from relay_engine.store.tasks import tasks_by_key
+from relay_engine.store.task_rows import tasks_by_key
 
 
 def prompt_context(

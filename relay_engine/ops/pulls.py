@@ -36,21 +36,21 @@ from relay_engine.core.lifecycle import (
 from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
-    TERMINAL_JOB_STATES,
     JobState,
     PullState,
     TaskState,
-    check_job,
     check_pull,
 )
 from relay_engine.git.forges import MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.git.worktrees import job_branch, shared_directory
-from relay_engine.ops.commands import CommandRejected, cancel_task, cancel_unfinished
-from relay_engine.ops.jobs import add_tasks
+from relay_engine.ops.jobs import cancel_unfinished
 from relay_engine.ops.plans import latest_plan, open_round
-from relay_engine.store.db import record_event
+from relay_engine.ops.refusals import Refused
+from relay_engine.ops.tasks import cancel_task
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Execution, Job, PullRequest, Review, Task
-from relay_engine.store.tasks import job_tasks
+from relay_engine.store.task_rows import add_tasks, job_tasks
 
 
 # -- the hand-off from work to review -------------------------------------------------------
@@ -58,26 +58,10 @@ def to_review(session: Session, job: Job, now: float) -> bool:
     """The job's work is done: with a branch to merge it goes to REVIEWING (True), else not."""
     if not (job.job_branch and job.repo_path):
         return False
-    move_job(session, job, JobState.REVIEWING, now, "work done; pull request and review next")
-    return True
-
-
-def move_job(session: Session, job: Job, target: JobState, now: float, why: str) -> None:
-    job.state = check_job(job.state, target, key=job.id)
-    job.error = why if target == JobState.FAILED else None
-    job.updated_at = now
-    session.add(job)
-    terminal = target in TERMINAL_JOB_STATES
-    failed = target in (JobState.FAILED, JobState.CANCELLED, JobState.CLOSED)
-    record_event(
-        session,
-        "job.finished" if terminal else f"job.{target.lower()}",
-        f"job {job.id} {target.lower()}: {why}",
-        now=now,
-        job_id=job.id,
-        level="warning" if failed else "info",
-        data={"state": target.value},
+    move_job(
+        session, job, JobState.REVIEWING, now=now, why="work done; pull request and review next"
     )
+    return True
 
 
 def vet_review(session: Session, task: Task, outcome: Outcome) -> Outcome:
@@ -138,7 +122,7 @@ def store_verdict(session: Session, review: Review, task: Task | None, now: floa
     says = f"job {review.job_id}: review {review.number} says {answer.verdict}: {answer.summary}"
     record_event(
         session,
-        f"review.{answer.verdict}",
+        EventKind(f"review.{answer.verdict}"),
         says[:500],
         now=now,
         job_id=review.job_id,
@@ -243,14 +227,14 @@ def apply_decision(
     if decision.cancel_work:
         cancel_unfinished(session, job.id, f"job {decision.reason}", now)
     if decision.job_to is not None and decision.job_to != job.state:
-        move_job(session, job, decision.job_to, now, decision.reason)
+        move_job(session, job, decision.job_to, now=now, why=decision.reason)
 
 
 def _track(session: Session, job: Job, pr: PullRequest, decision: Decision, now: float) -> None:
     if decision.head_to:
         record_event(
             session,
-            "pr.head_moved",
+            EventKind.PR_HEAD_MOVED,
             f"job {job.id}: {pr.head_branch} moved to {decision.head_to[:12]}",
             now=now,
             job_id=job.id,
@@ -264,7 +248,7 @@ def _track(session: Session, job: Job, pr: PullRequest, decision: Decision, now:
         pr.merge_requested = pr.close_requested = False
         record_event(
             session,
-            f"pr.{decision.pr_to.lower()}",
+            EventKind(f"pr.{decision.pr_to.lower()}"),
             f"job {job.id}: pull request {decision.pr_to.lower()}: {decision.reason}",
             now=now,
             job_id=job.id,
@@ -285,10 +269,10 @@ def _mark_stale(session: Session, job: Job, decision: Decision, now: float) -> N
     session.add(review)
     task = session.get(Task, review.task_key)
     if task is not None and task.state in ACTIVE_TASK_STATES:
-        cancel_task(session, {"task": task.key, "reason": "stale: the head moved"}, now)
+        cancel_task(session, task, "stale: the head moved", now)
     record_event(
         session,
-        "review.stale",
+        EventKind.REVIEW_STALE,
         f"job {job.id}: review {review.number} is stale: {decision.reason}",
         now=now,
         job_id=job.id,
@@ -329,7 +313,7 @@ def add_review(
     session.add(review)
     record_event(
         session,
-        "review.queued",
+        EventKind.REVIEW_QUEUED,
         f"job {job.id}: final review {number} of {pr.head_branch} at {head[:12]}",
         now=now,
         job_id=job.id,
@@ -359,7 +343,7 @@ def start_fix(session: Session, job: Job, now: float) -> None:
     row = _add_lifecycle_task(session, job, fix_task(review.number, guidance, script), now)
     record_event(
         session,
-        "review.fixing",
+        EventKind.REVIEW_FIXING,
         f"job {job.id}: {row.task_id} fixes the findings of review {review.number}",
         now=now,
         job_id=job.id,
@@ -378,7 +362,7 @@ def add_rebase(
     row = _add_lifecycle_task(session, job, definition, now)
     record_event(
         session,
-        "pr.conflict",
+        EventKind.PR_CONFLICT,
         f"job {job.id}: {pr.head_branch} conflicts with {pr.base_branch} in "
         f"{', '.join(conflicts) or 'unknown paths'}; {row.task_id} resolves it",
         now=now,
@@ -392,7 +376,9 @@ def add_rebase(
 def record_opened(session: Session, job: Job, pr: PullRequest, opened: Opened, now: float) -> None:
     if opened.head_sha is None:
         session.delete(pr)
-        move_job(session, job, JobState.SUCCEEDED, now, f"{pr.base_branch} already has its work")
+        move_job(
+            session, job, JobState.SUCCEEDED, now=now, why=f"{pr.base_branch} already has its work"
+        )
         return
     pr.published = True
     pr.head_sha = job.head_sha = opened.head_sha
@@ -403,7 +389,7 @@ def record_opened(session: Session, job: Job, pr: PullRequest, opened: Opened, n
     where = f" {pr.url}" if pr.url else ""
     record_event(
         session,
-        "pr.opened",
+        EventKind.PR_OPENED,
         f"job {job.id}: pull request{where} {pr.head_branch} -> {merge_target(pr)}",
         now=now,
         job_id=job.id,
@@ -443,7 +429,7 @@ def record_error(session: Session, pr: PullRequest, error: str, retry_s: float, 
     if error != pr.error:
         record_event(
             session,
-            "pr.error",
+            EventKind.PR_ERROR,
             f"job {pr.job_id}: {error}"[:500],
             now=now,
             job_id=pr.job_id,
@@ -469,26 +455,22 @@ def no_pull_reason(job_id: str, state: str, repo_path: str | None) -> str:
     )
 
 
-def _open_pull(session: Session, payload: dict) -> tuple[Job, PullRequest]:
-    job = session.get(Job, str(payload.get("job", "")))
-    if job is None:
-        raise CommandRejected(f"no job {payload.get('job')}")
+def _open_pull(session: Session, job: Job) -> PullRequest:
     pr = session.get(PullRequest, job.id)
     if pr is None:
-        raise CommandRejected(no_pull_reason(job.id, job.state, job.repo_path))
+        raise Refused(no_pull_reason(job.id, job.state, job.repo_path))
     if pr.state != PullState.OPEN:
-        raise CommandRejected(f"the pull request of job {job.id} is already {pr.state}")
-    return job, pr
+        raise Refused(f"the pull request of job {job.id} is already {pr.state}")
+    return pr
 
 
-def request_merge(session: Session, payload: dict, now: float) -> str:
+def request_merge(session: Session, job: Job, now: float, *, force: bool = False) -> str:
     """``relay merge JOB [--force]``: merge an approved job (any open one with force)."""
-    job, pr = _open_pull(session, payload)
-    force = bool(payload.get("force"))
+    pr = _open_pull(session, job)
     if job.state == JobState.ACTIVE:
-        raise CommandRejected(f"job {job.id} is still working (ACTIVE); merge it once READY")
+        raise Refused(f"job {job.id} is still working (ACTIVE); merge it once READY")
     if job.state != JobState.READY and not force:
-        raise CommandRejected(
+        raise Refused(
             f"job {job.id} is {job.state}: no review approved its head "
             f"{(pr.head_sha or '')[:12]}; merge --force merges it anyway"
         )
@@ -496,18 +478,18 @@ def request_merge(session: Session, payload: dict, now: float) -> str:
     session.add(pr)
     what = f"{pr.head_branch} at {(pr.head_sha or '')[:12]} into {pr.base_branch}"
     record_event(
-        session, "pr.merge_requested", f"job {job.id}: merge {what}", now=now, job_id=job.id
+        session, EventKind.PR_MERGE_REQUESTED, f"job {job.id}: merge {what}", now=now, job_id=job.id
     )
     return f"job {job.id}: merging {what}" + (" (forced)" if force else "")
 
 
-def request_close(session: Session, payload: dict, now: float) -> str:
+def request_close(session: Session, job: Job, now: float) -> str:
     """``relay close JOB``: close the pull request; the job's unfinished work is cancelled."""
-    job, pr = _open_pull(session, payload)
+    pr = _open_pull(session, job)
     pr.close_requested, pr.retry_at = True, None
     session.add(pr)
     record_event(
-        session, "pr.close_requested", f"job {job.id}: closing its pull request", now=now,
+        session, EventKind.PR_CLOSE_REQUESTED, f"job {job.id}: closing its pull request", now=now,
         job_id=job.id,
     )  # fmt: skip
     return f"job {job.id}: closing the pull request of {pr.head_branch}"

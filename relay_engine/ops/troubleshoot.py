@@ -21,9 +21,9 @@ from sqlmodel import Session, col, select
 
 from relay_engine.core.states import TaskState
 from relay_engine.git.diffs import task_diff
-from relay_engine.ops.commands import retry_task
 from relay_engine.ops.plans import replan
-from relay_engine.store.db import record_event
+from relay_engine.ops.tasks import retry_task
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Job, Task
 
 KIND = "troubleshoot"
@@ -76,7 +76,7 @@ def request(session: Session, task: Task, now: float) -> Task | None:
     session.add(helper)
     record_event(
         session,
-        "task.troubleshooting",
+        EventKind.TASK_TROUBLESHOOTING,
         f"{task.key} failed: {helper.task_id} looks into it before the job gives up",
         now=now,
         job_id=task.job_id,
@@ -112,21 +112,33 @@ def conclude(session: Session, helper: Task, now: float) -> None:
     elif verdict.verdict == "retry":
         _retry(session, parent, verdict, now)
     elif verdict.verdict == "replan":
-        replan(session, {"job": parent.job_id, "guidance": verdict.guidance, "trigger": KIND}, now)
-        _note(session, parent, "task.troubleshot", f"replanning the job: {verdict.reason}", now)
+        job = session.get(Job, parent.job_id)
+        if job is not None:
+            replan(session, job, verdict.guidance, now, trigger=KIND)
+        _note(
+            session,
+            parent,
+            EventKind.TASK_TROUBLESHOT,
+            f"replanning the job: {verdict.reason}",
+            now,
+        )
     else:
         _give_up(session, parent, f"troubleshooter gave up: {verdict.reason or 'no reason'}", now)
 
 
 def _retry(session: Session, parent: Task, verdict: Verdict, now: float) -> None:
     fresh_attempts = parent.max_attempts
-    retry_task(session, {"task": parent.key}, now)
+    retry_task(session, parent, now)
     parent.max_attempts = parent.attempt + fresh_attempts
     parent.guidance = verdict.guidance or None
     session.add(parent)
     why = f": {verdict.reason}" if verdict.reason else ""
     _note(
-        session, parent, "task.troubleshot", f"retried with the troubleshooter's guidance{why}", now
+        session,
+        parent,
+        EventKind.TASK_TROUBLESHOT,
+        f"retried with the troubleshooter's guidance{why}",
+        now,
     )
 
 
@@ -134,11 +146,11 @@ def _give_up(session: Session, parent: Task, why: str, now: float) -> None:
     parent.error = f"{parent.error or 'failed'} ({why})"[:2000]
     parent.updated_at = now
     session.add(parent)
-    _note(session, parent, "task.gave_up", why, now, level="error")
+    _note(session, parent, EventKind.TASK_GAVE_UP, why, now, level="error")
 
 
 def _note(
-    session: Session, task: Task, kind: str, text: str, now: float, level: str = "info"
+    session: Session, task: Task, kind: EventKind, text: str, now: float, level: str = "info"
 ) -> None:
     record_event(
         session,

@@ -23,9 +23,12 @@ from relay_engine.contracts.task_definitions import (
     item_label,
     local_deps,
 )
-from relay_engine.core.states import JobState, TaskState, check_job
-from relay_engine.store.db import Store, record_event
+from relay_engine.core.states import JobState, TaskState
+from relay_engine.store.db import Store
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, Task
+from relay_engine.store.task_rows import mark_blocked
 
 DONE_JOBS = frozenset({JobState.SUCCEEDED, JobState.MERGED})
 DEAD_JOBS = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.CLOSED})
@@ -187,18 +190,26 @@ def release_waiting_jobs(store: Store, now: float) -> bool:
 
 
 def _apply_job_wait(session: Session, job: Job, wait: Wait, now: float) -> bool:
+    """A waiting job starts, or its wait changes (blocked by a failed upstream, or waiting
+    again); the state stays DRAFT until it starts."""
     if isinstance(wait, Ready):
-        job.state = check_job(job.state, JobState.ACTIVE, key=job.id)
-        job.blocked_by = None
         message = f"job {job.id} started: {', '.join(job.after)} done"
-        kind, level = "job.started", "info"
-    elif isinstance(wait, Blocked) and job.blocked_by != wait.reason:
+        move_job(
+            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_STARTED, message=message,
+            blocked_by=None,
+        )  # fmt: skip
+        return True
+    if isinstance(wait, Blocked) and job.blocked_by != wait.reason:
         job.blocked_by = wait.reason
-        message, kind, level = f"job {job.id} blocked: {wait.reason}", "job.blocked", "warning"
+        message, kind, level = (
+            f"job {job.id} blocked: {wait.reason}",
+            EventKind.JOB_BLOCKED,
+            "warning",
+        )
     elif isinstance(wait, Waiting) and job.blocked_by is not None:
         job.blocked_by = None
         message = f"job {job.id} waiting on {', '.join(wait.on)} again"
-        kind, level = "job.waiting", "info"
+        kind, level = EventKind.JOB_WAITING, "info"
     else:
         return False
     job.updated_at = now
@@ -247,17 +258,7 @@ def unblock_revived(store: Store, now: float) -> bool:
         for blocker in revived:
             query = select(Task).where(Task.state == TaskState.DRAFT, Task.blocked_by == blocker)
             for task in session.exec(query):
-                task.blocked_by = None
-                task.updated_at = now
-                session.add(task)
-                record_event(
-                    session,
-                    "task.unblocked",
-                    f"{task.key} waits on {blocker} again",
-                    now=now,
-                    job_id=task.job_id,
-                    task_key=task.key,
-                )
+                mark_blocked(session, task, None, f"{task.key} waits on {blocker} again", now)
     return True
 
 

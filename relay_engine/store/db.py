@@ -376,33 +376,6 @@ def _create_sqlite_file(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def record_event(
-    session: Session,
-    kind: str,
-    message: str,
-    *,
-    now: float,
-    job_id: str | None = None,
-    task_key: str | None = None,
-    plan_id: int | None = None,
-    level: str = "info",
-    data: dict[str, Any] | None = None,
-) -> Event:
-    """Append to the change feed inside the caller's transaction."""
-    event = Event(
-        at=now,
-        job_id=job_id,
-        task_key=task_key,
-        plan_id=plan_id,
-        kind=kind,
-        level=level,
-        message=message,
-        data=data,
-    )
-    session.add(event)
-    return event
-
-
 def ensure_row(session: Session, model: type[SQLModel], **values: Any) -> None:
     """Insert this row unless its primary key exists; safe against a concurrent engine.
 

@@ -1,5 +1,8 @@
-"""The engines sharing a database, as ``relay engines``, ``relay status`` and the console show
-them: which are live, which are gone, and how busy each one is.
+"""The engines sharing a database: the registry each engine joins and heartbeats, and the
+rows ``relay engines``, ``relay status`` and the console show (live or gone, how busy).
+
+The registry is how one engine tells a live peer from a dead one (see
+:func:`owner_facts`).
 
 An engine is *gone* once it recorded its stop, or once its heartbeat is older than one lease
 (``[engine] lease_seconds``): the same silence after which its peers recover its work.
@@ -9,6 +12,8 @@ last heard from within :data:`RECENT_SECONDS` unless asked for all.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -17,7 +22,11 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from relay_engine.agents.runner import process_alive, process_start_time
+from relay_engine.core.recovery import OwnerFacts
 from relay_engine.core.states import TaskState
+from relay_engine.store.db import Store
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import EngineRecord, Task
 
 RECENT_SECONDS = 24 * 3600.0
@@ -171,3 +180,59 @@ def age_text(seconds: float) -> str:
         if seconds >= 2 * size:
             return f"{seconds / size:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+# -- the registry ---------------------------------------------------------------------------
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def register_engine(store: Store, engine_id: str, *, role: str, now: float) -> EngineRecord:
+    record = EngineRecord(
+        id=engine_id,
+        host=this_host(),
+        pid=os.getpid(),
+        process_start=process_start_time(os.getpid()),
+        started_at=now,
+        heartbeat_at=now,
+        role=role,
+    )
+    with store.write() as session:
+        session.add(record)
+        record_event(
+            session,
+            EventKind.ENGINE_STARTED,
+            f"engine {engine_id} ({role}) started on {record.host} pid {record.pid}",
+            now=now,
+            data={"engine": engine_id},
+        )
+    return record
+
+
+def mark_stopped(store: Store, engine_id: str, *, now: float) -> None:
+    with store.write() as session:
+        record = session.get(EngineRecord, engine_id)
+        if record is not None:
+            record.stopped_at = now
+            session.add(record)
+            record_event(session, EventKind.ENGINE_STOPPED, f"engine {engine_id} stopped", now=now)
+
+
+def owner_facts(session: Session, engine_ids: Iterable[str], my_host: str) -> dict[str, OwnerFacts]:
+    """Facts about the engines that own claimed work, with local liveness checked now."""
+    ids = sorted(set(engine_ids))
+    if not ids:
+        return {}
+    records = session.exec(select(EngineRecord).where(col(EngineRecord.id).in_(ids)))
+    return {
+        record.id: OwnerFacts(
+            engine_id=record.id,
+            host=record.host,
+            heartbeat_at=record.heartbeat_at,
+            stopped=record.stopped_at is not None,
+            process_alive=(
+                process_alive(record.pid, record.process_start) if record.host == my_host else None
+            ),
+        )
+        for record in records
+    }

@@ -118,7 +118,6 @@ def finish_then_apply(url: str, key: str) -> None:
     """Another process marks ``key`` succeeded, then an engine elsewhere applies the waiting
     commands: a retry of that task is refused, as happens when the state moves first."""
     from relay_engine.ops import commands
-    from relay_engine.ops.handlers import HANDLERS
     from relay_engine.store.db import Store
     from relay_engine.store.schema import Task
     from relay_tui.sample import NOW
@@ -128,5 +127,5 @@ def finish_then_apply(url: str, key: str) -> None:
         task = session.get(Task, key)
         assert task is not None
         task.state = "SUCCEEDED"
-    commands.apply_pending(store, "engine-elsewhere", NOW, HANDLERS)
+    commands.apply_pending(store, "engine-elsewhere", NOW)
     store.dispose()

@@ -201,7 +201,7 @@ async def test_console_follows_changes_written_by_others(tmp_path: Path) -> None
             task = session.get(Task, "search/api")
             assert task is not None
             task.state = "QUEUED"
-            from relay_engine.store.db import record_event
+            from relay_engine.store.events import record_event
 
             record_event(session, "task.queued", "api queued", now=NOW, task_key="search/api")
         app.feed.nudge()
@@ -227,7 +227,7 @@ def test_projection_reloads_only_what_events_name(tmp_path: Path) -> None:
         other = session.get(Task, "search/api")
         assert other is not None
         other.state = "QUEUED"
-        from relay_engine.store.db import record_event
+        from relay_engine.store.events import record_event
 
         record_event(session, "task.queued", "api queued", now=NOW, task_key="search/api")
     second = projection.load()
@@ -240,7 +240,7 @@ def test_projection_reloads_only_what_events_name(tmp_path: Path) -> None:
 
 @run_async
 async def test_config_reload_and_invalid_config_show_toasts(sample_app: RelayApp) -> None:
-    from relay_engine.store.db import record_event
+    from relay_engine.store.events import record_event
 
     async with sample_app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)

@@ -15,7 +15,8 @@ from console_helpers import (
 )
 from helpers import Workspace
 
-from relay_engine.store.db import Store, record_event
+from relay_engine.store.db import Store
+from relay_engine.store.events import record_event
 from relay_tui import cli
 from relay_tui.app import RelayApp
 from relay_tui.sample import NOW, write_sample

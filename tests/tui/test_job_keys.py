@@ -11,7 +11,6 @@ from sqlmodel import select
 from textual.pilot import Pilot
 
 from relay_engine.ops import commands as engine_commands
-from relay_engine.ops.handlers import HANDLERS
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Command, Job
 from relay_tui.app import RelayApp
@@ -166,7 +165,7 @@ async def test_a_refused_merge_is_an_error_toast_with_the_engines_reason(
             job = session.get(Job, "login")
             assert job is not None
             job.state = "ACTIVE"  # a fix task started meanwhile
-        engine_commands.apply_pending(store, "engine-elsewhere", NOW, HANDLERS)
+        engine_commands.apply_pending(store, "engine-elsewhere", NOW)
         store.dispose()
         await wait_until(
             pilot,

@@ -1,0 +1,181 @@
+"""Task rows: new tasks, reads by job and key, and every state change, checked,
+timestamped and logged together.
+
+Every path that changes a task's state (completion, recovery, operator commands,
+readiness) goes through :func:`move_task`, so the transition table is enforced in
+one place and the change feed never misses a change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from relay_engine.contracts.keys import task_key
+from relay_engine.contracts.task_definitions import (
+    TaskDef,
+    definition_hash,
+    external_deps,
+    local_deps,
+)
+from relay_engine.core.scheduler import waves
+from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
+from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.schema import Task
+
+EXECUTION_HISTORY_KEPT = 8
+
+
+def move_task(
+    session: Session,
+    task: Task,
+    target: TaskState,
+    *,
+    now: float,
+    kind: EventKind,
+    message: str,
+    level: str = "info",
+    data: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Task:
+    """Change a task's state (and other fields) and append the event that says so."""
+    check_task(task.state, target, key=task.key)
+    task.state = target
+    for name, value in fields.items():
+        setattr(task, name, value)
+    if target is not TaskState.RUNNING:
+        _release_claim(task)
+    task.updated_at = now
+    session.add(task)
+    record_event(
+        session,
+        kind,
+        message,
+        now=now,
+        job_id=task.job_id,
+        task_key=task.key,
+        level=level,
+        data=data,
+    )
+    return task
+
+
+def _release_claim(task: Task) -> None:
+    task.execution_id = None
+    task.lease_owner = None
+    task.lease_expires_at = None
+
+
+def mark_blocked(
+    session: Session, task: Task, blocker: str | None, message: str, now: float
+) -> None:
+    """Set (or clear, with None) what blocks a DRAFT task, and say so in the change feed,
+    which is how consoles (reading only the rows events name) see the change at once."""
+    task.blocked_by = blocker
+    task.updated_at = now
+    session.add(task)
+    record_event(
+        session,
+        EventKind.TASK_BLOCKED if blocker else EventKind.TASK_UNBLOCKED,
+        message,
+        now=now,
+        job_id=task.job_id,
+        task_key=task.key,
+        level="warning" if blocker else "info",
+    )
+
+
+def job_tasks(session: Session, job_id: str, states: Iterable[TaskState]) -> list[Task]:
+    query = select(Task).where(Task.job_id == job_id, col(Task.state).in_(list(states)))
+    return list(session.exec(query))
+
+
+def active_tasks(session: Session, job_id: str) -> list[Task]:
+    return job_tasks(session, job_id, ACTIVE_TASK_STATES)
+
+
+def tasks_by_key(session: Session, keys: Iterable[str]) -> dict[str, Task]:
+    wanted = list(set(keys))
+    found: dict[str, Task] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        for task in session.exec(select(Task).where(col(Task.key).in_(chunk))):
+            found[task.key] = task
+    return found
+
+
+def resume_parked_task(session: Session, task: Task, now: float, message: str) -> None:
+    """A parked task goes back to the queue; dispatch decides again where it runs."""
+    move_task(
+        session,
+        task,
+        TaskState.QUEUED,
+        now=now,
+        kind=EventKind.TASK_RESUMED,
+        message=message,
+        resumed_at=now,
+        waiting_on_provider=None,
+        not_before=None,
+    )
+
+
+# -- new tasks ------------------------------------------------------------------------------
+STORY_TIMEOUTS_S = {"S": 15 * 60, "M": 30 * 60, "L": 60 * 60, "XL": 120 * 60}
+
+
+def add_tasks(
+    session: Session,
+    job_id: str,
+    job_priority: str,
+    tasks: tuple[TaskDef, ...] | list[TaskDef],
+    *,
+    now: float,
+    plan_id: int | None = None,
+) -> list[Task]:
+    """Insert DRAFT tasks; readiness queues them on the next tick."""
+    existing_waves = _existing_waves(session, job_id) if plan_id is not None else {}
+    graph = {t.id: local_deps(t.depends_on) for t in tasks}
+    depth = waves(graph)
+    offset = max(existing_waves.values(), default=0)
+    rows = []
+    for index, definition in enumerate(tasks):
+        row = Task(
+            key=task_key(job_id, definition.id),
+            job_id=job_id,
+            task_id=definition.id,
+            kind=definition.kind,
+            title=definition.title or definition.id,
+            input=definition.input,
+            role=definition.role,
+            model_class=definition.model_class,
+            workstream=definition.workstream,
+            priority=definition.priority or job_priority,
+            story_size=definition.size,
+            dependencies=local_deps(definition.depends_on),
+            external_deps=external_deps(definition.depends_on),
+            state=TaskState.DRAFT,
+            max_attempts=definition.max_attempts,
+            timeout_s=definition.timeout,
+            pinned_agent=definition.agent,
+            plan_id=plan_id,
+            wave=offset + depth.get(definition.id, 1),
+            spec_hash=definition_hash(definition, job_priority),
+            sim=definition.sim,
+            # created_at orders tasks of equal priority; the index keeps file order stable.
+            created_at=now + index * 1e-6,
+            updated_at=now,
+        )
+        session.add(row)
+        rows.append(row)
+    return rows
+
+
+def _existing_waves(session: Session, job_id: str) -> dict[str, int]:
+    rows = session.exec(select(Task.task_id, Task.wave).where(Task.job_id == job_id))
+    return dict(rows.all())
+
+
+def timeout_for(task: Task) -> float:
+    return task.timeout_s or STORY_TIMEOUTS_S.get(task.story_size, STORY_TIMEOUTS_S["M"])
