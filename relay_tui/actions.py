@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from relay_engine.ops.commands import ApproveWave, CancelJob, CancelTask, Pin, Replan, RetryTask
+from relay_engine.store.read_model import AgentRow, TaskView
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
 from relay_tui.screens.job import JobScreen
@@ -17,7 +18,7 @@ from relay_tui.screens.main import MainScreen
 from relay_tui.screens.modals import ConfirmScreen, PinScreen, ReplanScreen
 from relay_tui.screens.usage import UsageScreen
 from relay_tui.target import Target
-from relay_tui.views import AgentView, Snapshot, TaskView
+from relay_tui.views import Snapshot
 
 if TYPE_CHECKING:
     from relay_tui.app import RelayApp
@@ -39,7 +40,7 @@ def superseded_by_replan(snapshot: Snapshot, job_id: str) -> list[str]:
     )
 
 
-def eligible_agents(agents: Any, role: str) -> list[AgentView]:
+def eligible_agents(agents: Any, role: str) -> list[AgentRow]:
     return [a for a in agents if a.enabled and (not a.roles or role in a.roles)]
 
 

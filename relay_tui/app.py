@@ -23,6 +23,7 @@ from textual.screen import ModalScreen, Screen
 from relay_engine.contracts.config import RelayConfig, load_config
 from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
+from relay_engine.store.read_model import AgentRow
 from relay_tui.actions import JOB_FINISHED, OperatorActions
 from relay_tui.commands import RelayCommands
 from relay_tui.crash import write_crash_report
@@ -35,7 +36,7 @@ from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.modals import ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
-from relay_tui.views import AgentView, CommandView, Snapshot
+from relay_tui.views import CommandView, Snapshot
 from relay_tui.widgets.events import FollowLog
 from relay_tui.widgets.header import fleet_line, status_line
 from relay_tui.widgets.live_table import LiveTable
@@ -345,10 +346,11 @@ class RelayApp(OperatorActions, JobActions, App[None]):
             return self.approve_offered()
         return True
 
-    def config_agents(self) -> tuple[AgentView, ...]:
+    def config_agents(self) -> tuple[AgentRow, ...]:
         """Agents from relay.toml, for when no engine has published AgentRecords yet."""
         return tuple(
-            AgentView(a.id, a.provider, tuple(a.roles), a.enabled) for a in self.config.agents
+            AgentRow(a.id, a.provider, a.enabled, "ready", None, None, None, "ready", a.roles)
+            for a in self.config.agents
         )
 
     @staticmethod

@@ -7,13 +7,12 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from relay_engine.ops.pulls import pull_summaries
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, job_engines
+from relay_engine.store.read_model import NO_SPEND, PullView, SpendView, read_pulls, spend_by
 from relay_engine.store.schema import Event, Execution, Job, Plan, Review, Task
 from relay_tui.projection import event_view
-from relay_tui.reads import spend_by
-from relay_tui.views import NO_SPEND, EventView, SpendView
+from relay_tui.views import EventView
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class JobDetail:
     job: Job | None
     tasks: list[Task] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
-    pr: dict[str, Any] | None = None
+    pr: PullView | None = None
     reviews: list[Review] = field(default_factory=list)
     upstream: dict[str, str] = field(default_factory=dict)
     """States of what this job waits on in other jobs: job ids (``after``) and "JOB/TASK"
@@ -93,7 +92,7 @@ def job_detail(store: Store, job_id: str, *, now: float, lease_seconds: float) -
             job=job,
             tasks=tasks,
             plans=plans,
-            pr=pull_summaries(session, [job_id])[job_id]["pr"],
+            pr=read_pulls(session, [job_id])[job_id][0],
             reviews=reviews,
             upstream=upstream_states(session, job, tasks),
             spend=spend_by(session, Execution.job_id, [job_id]).get(job_id, NO_SPEND),

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from relay_engine.ops.commands import Close, Merge, RaiseBudget, ResetAgent
 from relay_engine.ops.pulls import no_pull_reason
+from relay_engine.store.read_model import JobView, ReviewView
 from relay_tui.screens.modals import BudgetScreen, ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
-from relay_tui.views import JobView, ReviewView
 from relay_tui.widgets.style import clock_time
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class JobActions:
             question = f"{merge_words(job)}?\n{verdict}."
             self.push_screen(
                 ConfirmScreen(f"Merge {job.id}", question, yes="Merge", target=target),
-                lambda yes: yes and self.send_command(Merge(job=job.id)),
+                lambda yes: yes and self.send_command(Merge(job=job.id, force=False)),
             )
             return
         question = (

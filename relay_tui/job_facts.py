@@ -6,53 +6,52 @@ Pure: rows and summaries in, Rich Text out, so snapshot tests and the job view a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rich.text import Text
 
 from relay_engine.contracts.review import finding_lines
-from relay_engine.ops.budgets import Cap, Spend, judge
+from relay_engine.core.budgets import Cap, Spend, judge
 from relay_engine.store.engines import EngineRow, age_text
+from relay_engine.store.read_model import BudgetView, PullView, SpendView
 from relay_engine.store.schema import Job, Review
 from relay_tui.spend import LEVEL_STATES, budget_bar, spend_line
-from relay_tui.views import BudgetView, SpendView
 from relay_tui.widgets.style import styled
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
 DONE = frozenset({"MERGED", "SUCCEEDED"})
 
 
-def pull_text(pr: Mapping[str, Any] | None, job: Job | None, styles: Mapping[str, str]) -> Text:
+def pull_text(pr: PullView | None, job: Job | None, styles: Mapping[str, str]) -> Text:
     """Forge, url, head branch → target, head, mergeable, why it waits, the last error."""
     if pr is None:
         if job is not None and job.repo_path and job.state in ("ACTIVE", "DRAFT"):
             return Text("opens once the job's work is done", style="dim")
         return Text("none: the job has no branch to merge", style="dim")
     text = Text()
-    state = str(pr["state"])
+    state = pr.state
     text.append_text(styled(state.lower(), "SUCCEEDED" if state == "MERGED" else state, styles))
-    number = f" #{pr['number']}" if pr.get("number") else ""
-    text.append(f" · {pr['forge']}{number}\n")
-    if pr.get("url"):
-        text.append(f"{pr['url']}\n", style="underline")
-    text.append(f"{pr['head_branch']} → {pr['target']}\n")
-    text.append(f"head {(pr.get('head_sha') or '?')[:12]}")
-    mergeable = pr.get("mergeable")
+    number = f" #{pr.number}" if pr.number else ""
+    text.append(f" · {pr.forge}{number}\n")
+    if pr.url:
+        text.append(f"{pr.url}\n", style="underline")
+    text.append(f"{pr.head_branch} → {pr.target}\n")
+    text.append(f"head {(pr.head_sha or '?')[:12]}")
+    mergeable = pr.mergeable
     if mergeable:
         style = styles.get("FAILED", "") if mergeable == "CONFLICTING" else ""
         text.append(" · ")
         text.append(str(mergeable).lower(), style=style)
-    if pr.get("merge_requested"):
+    if pr.merge_requested:
         text.append(" · merge requested")
     text.append("\n")
-    if pr.get("note"):
-        text.append(f"waiting: {pr['note']}\n", style="italic")
-    if pr.get("error"):
-        text.append(f"error: {pr['error']}\n", style=styles.get("FAILED", ""))
+    if pr.note:
+        text.append(f"waiting: {pr.note}\n", style="italic")
+    if pr.error:
+        text.append(f"error: {pr.error}\n", style=styles.get("FAILED", ""))
     return text
 
 
-def review_text(reviews: Sequence[Review], pr: Mapping[str, Any] | None) -> Text:
+def review_text(reviews: Sequence[Review], pr: PullView | None) -> Text:
     """The latest round in full (verdict, head, summary, findings); earlier rounds one line."""
     if not reviews:
         return Text("no review yet: it runs when the work is done", style="dim")
@@ -61,7 +60,7 @@ def review_text(reviews: Sequence[Review], pr: Mapping[str, Any] | None) -> Text
         text.append(f"round {review.number}: {review.verdict or 'unfinished'}", style="dim")
         text.append(f" at {(review.head_sha or '?')[:7]}\n", style="dim")
     latest = reviews[-1]
-    head = pr.get("head_sha") if pr else None
+    head = pr.head_sha if pr else None
     current = latest.head_sha == head and not latest.stale
     verdict = latest.verdict or "running"
     style = {"approve": "green", "changes": "yellow", "invalid": "red"}.get(verdict, "")

@@ -19,36 +19,30 @@ from types import MappingProxyType
 from sqlmodel import Session, col, func, select
 
 from relay_engine.contracts.config import RelayConfig
-from relay_engine.ops.agents import known_agents
 from relay_engine.store.db import Store
 from relay_engine.store.engines import RECENT_SECONDS
+from relay_engine.store.read_model import (
+    TASK_COLUMNS,
+    AgentRow,
+    ExecutionView,
+    JobView,
+    SpendView,
+    TaskView,
+    agent_rows,
+    read_executions,
+    read_jobs,
+    read_plans,
+    spend_by,
+)
 from relay_engine.store.schema import (
     Command,
     EngineRecord,
     Event,
     Execution,
-    Job,
-    Plan,
     ProviderLimit,
     Task,
 )
-from relay_tui.reads import agent_views, job_views, spend_by
-from relay_tui.views import (
-    NO_SPEND,
-    TASK_COLUMNS,
-    AgentView,
-    CommandView,
-    EventView,
-    FleetView,
-    JobView,
-    PlanView,
-    ProviderView,
-    RunView,
-    Snapshot,
-    SpendView,
-    TaskView,
-    WaveView,
-)
+from relay_tui.views import CommandView, EventView, FleetHealth, ProviderView, Snapshot, WaveView
 
 FULL_RELOAD_SECONDS = 30.0
 SPEND_SECONDS = 1.0
@@ -115,11 +109,11 @@ class Projection:
             )
             self._read_spend(session, events, changed, full)
             jobs = tuple(self._jobs(session))
-            plans = tuple(_plans(session))
-            runs = tuple(_runs(session))
+            plans = tuple(read_plans(session))
+            runs = tuple(read_executions(session, running=True))
             limits = list(session.exec(select(ProviderLimit)))
-            agents = tuple(_agents(session))
-            agent_rows = agent_views(session, self.clock(), self.config, listed=bool(agents))
+            agents = tuple(agent_rows(session, self.clock()))
+            rows = self._agent_rows(session, listed=bool(agents))
             fleet = self._fleet(session)
             outcomes = self._outcomes(session)
         first = not self._loaded_once
@@ -145,7 +139,7 @@ class Projection:
             state_counts=Counter(t.shown_state for t in tasks.values()),
             fleet=fleet,
             command_outcomes=outcomes,
-            agent_rows=agent_rows,
+            agent_rows=rows,
             task_spend=MappingProxyType(dict(self._task_spend)),
         )
 
@@ -175,11 +169,17 @@ class Projection:
             self._spend_read = time.monotonic()
 
     def _jobs(self, session: Session) -> list[JobView]:
-        rows = list(session.exec(select(Job).order_by(col(Job.created_at), col(Job.id))))
         warn_at = self.config.engine.budget_warn_at if self.config else 0.8
-        return job_views(session, rows, self._job_spend, warn_at)
+        return read_jobs(session, spend=self._job_spend, warn_at=warn_at)
 
-    def _fleet(self, session: Session) -> FleetView:
+    def _agent_rows(self, session: Session, *, listed: bool) -> tuple[AgentRow, ...]:
+        """Agents as the engines mirrored them (``listed``), else as relay.toml says; with
+        relay.toml's daily budgets when this console has it."""
+        config = self.config
+        agents = None if listed or config is None else config.agents
+        return tuple(agent_rows(session, self.clock(), agents, config=config))
+
+    def _fleet(self, session: Session) -> FleetHealth:
         now = self.clock()
         alive = session.exec(
             select(func.count(), func.max(EngineRecord.heartbeat_at)).where(
@@ -197,7 +197,7 @@ class Projection:
         waiting = session.exec(select(func.count()).where(col(Command.applied_at).is_(None))).one()
         count, newest = alive
         age = max(0.0, now - newest) if newest is not None else None
-        return FleetView(
+        return FleetHealth(
             engines_alive=int(count),
             engines_gone=int(gone),
             heartbeat_age=age,
@@ -288,60 +288,6 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _plans(session: Session) -> Iterable[PlanView]:
-    for row in session.exec(select(Plan).order_by(col(Plan.job_id), col(Plan.round))):
-        yield PlanView(
-            id=row.id or 0,
-            job_id=row.job_id,
-            round=row.round,
-            trigger=row.trigger,
-            guidance=row.guidance,
-            status=str(row.status),
-            objective_status=row.objective_status,
-            assessment=row.assessment,
-            error=row.error,
-            rejection=row.rejection,
-            generated_task_ids=tuple(row.generated_task_ids or ()),
-        )
-
-
-def _runs(session: Session) -> Iterable[RunView]:
-    query = select(Execution).where(col(Execution.ended_at).is_(None))
-    for row in session.exec(query.order_by(col(Execution.started_at), col(Execution.id))):
-        yield RunView(
-            execution_id=row.id,
-            task_key=row.task_key,
-            job_id=row.job_id,
-            plan_id=row.plan_id,
-            agent=row.agent,
-            provider=row.provider,
-            attempt=row.attempt,
-            started_at=row.started_at,
-            last_output=row.last_output,
-            artifact_dir=row.artifact_dir,
-            model=row.model,
-            spend=_run_spend(row),
-        )
-
-
-def _run_spend(row: Execution) -> SpendView:
-    if row.cost_usd is None and not row.input_tokens and not row.output_tokens:
-        return NO_SPEND
-    return SpendView(
-        cost_usd=row.cost_usd or 0.0,
-        estimated=row.cost_estimated,
-        input_tokens=row.input_tokens or 0,
-        output_tokens=row.output_tokens or 0,
-        cached_tokens=row.cached_tokens or 0,
-        executions=1,
-    )
-
-
-def _agents(session: Session) -> Iterable[AgentView]:
-    for row in known_agents(session):
-        yield AgentView(row.id, row.provider, tuple(row.roles or ()), row.enabled)
-
-
 def job_progress(tasks: Iterable[TaskView]) -> dict[str, tuple[int, int]]:
     done: Counter[str] = Counter()
     total: Counter[str] = Counter()
@@ -354,8 +300,8 @@ def job_progress(tasks: Iterable[TaskView]) -> dict[str, tuple[int, int]]:
 
 def provider_views(
     limits: Iterable[ProviderLimit],
-    agents: Iterable[AgentView],
-    runs: Iterable[RunView],
+    agents: Iterable[AgentRow],
+    runs: Iterable[ExecutionView],
     tasks: Iterable[TaskView],
 ) -> Iterable[ProviderView]:
     by_name = {limit.provider: limit for limit in limits}

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from relay_engine.store.usage import UsageRecord
-from relay_tui.views import BudgetView, SpendView
+from relay_engine.core.usage import UsageRecord
+from relay_engine.store.read_model import BudgetView, SpendView
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LEVEL_STATES = {"ok": "SUCCEEDED", "warning": "PARKED", "exhausted": "FAILED"}

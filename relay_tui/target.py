@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from relay_tui.views import Snapshot, TaskView
+from relay_engine.store.read_model import TaskView
+from relay_tui.views import Snapshot
 
 
 @dataclass(frozen=True)

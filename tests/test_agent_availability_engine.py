@@ -27,8 +27,8 @@ from helpers import (
     wait_for,
 )
 
-from relay_engine.ops.agents import agent_rows
 from relay_engine.ops.completion import record_limit
+from relay_engine.store.read_model import agent_rows
 from relay_engine.store.schema import AgentStatus, Task
 
 HERE = Path(__file__).resolve().parent

@@ -21,8 +21,8 @@ from helpers import (
 from test_limits_engine import sim_agent
 from test_planning_engine import plan_of, planned_job, work
 
+from relay_engine.core.budgets import Cap, Spend, judge
 from relay_engine.loop.engine import Engine
-from relay_engine.ops.budgets import Cap, Spend, judge
 
 RUN_COST = 0.03
 

@@ -46,7 +46,7 @@ def test_a_busy_workstream_at_the_head_of_the_queue_does_not_hide_the_rest(
         running.state, running.execution_id = "RUNNING", "e-running"
         session.add(running)
     with store.read() as session:
-        view = dispatch.read_queue(session, {}, capacity=2)
+        view = dispatch.read_queue(session, capacity=2)
     assert [t.key for t in view.running] == ["j/t00000"]
     assert [t.key for t in view.queued] == ["j/free00000"]  # the busy workstream stays unread
     assert [t.key for t in dispatch.choose(view)] == ["j/free00000"]
@@ -66,7 +66,7 @@ def test_the_top_of_the_queue_is_read_in_dispatch_order(workspace: Workspace) ->
             ),
         )
     with store.read() as session:
-        view = dispatch.read_queue(session, {}, capacity=4)
+        view = dispatch.read_queue(session, capacity=4)
     assert len(view.queued) < 100  # a page or two, not the whole queue
     chosen = [t.key for t in dispatch.choose(view)]
     assert chosen == ["j/resumed00000", "j/resumed00001", "j/urgent00000", "j/urgent00001"]

@@ -8,7 +8,8 @@ import pytest
 from helpers import Workspace, events, executions, job_toml, jobs, run_until_idle, sim, tasks
 from test_planning_engine import DONE, plan_of, planned_job, plans, work
 
-from relay_engine.ops.troubleshoot import Verdict, parse_verdict, run_record
+from relay_engine.contracts.troubleshooter import Verdict, parse_verdict
+from relay_engine.ops.troubleshoot import run_record
 from relay_engine.store.schema import Execution
 
 GUIDANCE = "Pass --legacy-peer-deps; the lockfile predates npm 7."

@@ -9,7 +9,7 @@ from helpers import Workspace, events, job_toml, jobs, run_until_idle, sim, task
 
 from relay_engine.contracts.job_file import parse_job_text
 from relay_engine.core.states import IllegalTransition, JobState, check_job
-from relay_engine.ops.upstream import Blocked, Ready, Waiting, batch_cycles, job_wait, task_wait
+from relay_engine.core.upstream import Blocked, Ready, Waiting, batch_cycles, job_wait, task_wait
 
 
 def started(ws: Workspace, key: str) -> float:

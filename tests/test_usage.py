@@ -11,7 +11,7 @@ import pytest
 from helpers import Workspace, executions, job_toml, run_until_idle
 
 from relay_engine.contracts.pricing import DEFAULT_PRICES, Price, execution_spend, price_for
-from relay_engine.store.usage import GROUPINGS, UsageRecord, rollup, total
+from relay_engine.core.usage import GROUPINGS, UsageRecord, rollup, total
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
 REPLAY = "import sys; sys.stdout.write(open(sys.argv[1], encoding='utf-8').read())"

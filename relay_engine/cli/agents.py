@@ -15,9 +15,9 @@ from rich.table import Table
 
 from relay_engine.agents.doctor import diagnose
 from relay_engine.contracts.config import load_config
-from relay_engine.ops.agents import agent_rows
 from relay_engine.ops.commands import OperatorCommand, ResetAgent
 from relay_engine.store.db import Store
+from relay_engine.store.read_model import agent_rows
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)

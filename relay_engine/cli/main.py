@@ -41,13 +41,14 @@ from relay_engine.contracts.pricing import PRICES_TAKEN
 from relay_engine.contracts.review import finding_lines
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain
+from relay_engine.core.usage import GROUPINGS, UsageRow, rollup, total
 from relay_engine.ops import commands
 from relay_engine.ops.jobs import JobConflict, submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url, location
 from relay_engine.store.engines import EngineRow
 from relay_engine.store.schema import Event
-from relay_engine.store.usage import GROUPINGS, UsageRow, read_usage, rollup, total
+from relay_engine.store.spend import read_usage
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two

@@ -1,4 +1,6 @@
-"""A point-in-time report of jobs, tasks, providers and plans (``relay status``).
+"""``relay status``: a point-in-time report of jobs, tasks, providers, plans, agents and
+engines, rendered from the read model (:mod:`relay_engine.store.read_model`) as the JSON
+that ``relay status --json`` prints and the tables print from.
 
 Each job carries ``pr`` (its pull request: forge, number/url, state, head, mergeable, and
 the ``note`` saying why it waits) and ``review`` (the latest final review: round, verdict,
@@ -12,23 +14,36 @@ lists the engines on the database, live and recently gone (see :mod:`relay_engin
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import col, select
+from sqlmodel import Session
 
 from relay_engine.contracts.config import EngineConfig
 from relay_engine.loop.health import low_space
-from relay_engine.ops.agents import agent_rows
-from relay_engine.ops.budgets import Cap, Spend, judge
-from relay_engine.ops.pulls import pull_summaries
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
-from relay_engine.store.schema import Execution, Job, Plan, ProviderLimit, Task
-from relay_engine.store.usage import UsageRow, read_usage, rollup
+from relay_engine.store.read_model import (
+    ExecutionView,
+    JobView,
+    LimitView,
+    PlanView,
+    SpendView,
+    TaskView,
+    agent_rows,
+    read_executions,
+    read_jobs,
+    read_limits,
+    read_plans,
+    read_tasks,
+    spend_by,
+)
+from relay_engine.store.schema import Execution
 
 BUDGET_WARN_AT = EngineConfig().budget_warn_at
 LEASE_SECONDS = EngineConfig().lease_seconds
+Report = dict[str, list[dict[str, Any]]]
 
 
 def status_report(
@@ -37,88 +52,37 @@ def status_report(
     *,
     lease_seconds: float = LEASE_SECONDS,
     budget_warn_at: float = BUDGET_WARN_AT,
-) -> dict[str, list[dict[str, Any]]]:
-    """``lease_seconds``: the silence after which an engine counts as gone;
-    ``budget_warn_at``: the share of a budget that warns (both from the workspace's
-    relay.toml when the caller has it)."""
+) -> Report:
+    """``job_id``: a job, or ``JOB/TASK`` for one task with all its runs. ``lease_seconds``:
+    the silence after which an engine counts as gone; ``budget_warn_at``: the share of a
+    budget that warns (both from the workspace's relay.toml when the caller has it)."""
+    job, _, task = (job_id or "").partition("/")
+    now = time.time()
     with store.read() as session:
-        jobs = session.exec(select(Job).order_by(Job.created_at)).all()
-        tasks = session.exec(select(Task).order_by(Task.job_id, Task.wave, Task.created_at)).all()
-        limits = session.exec(select(ProviderLimit).order_by(ProviderLimit.provider)).all()
-        plans = session.exec(select(Plan).order_by(Plan.job_id, Plan.round)).all()
-        agents = [row.as_dict() for row in agent_rows(session, time.time())]
-        engines = read_engines(session, now=time.time(), lease_seconds=lease_seconds)
-        job_id, _, task_id = (job_id or "").partition("/")
-        if job_id:
-            jobs = [j for j in jobs if j.id == job_id]
-            tasks = [t for t in tasks if t.job_id == job_id]
-            plans = [p for p in plans if p.job_id == job_id]
-        if task_id:
-            tasks = [t for t in tasks if t.task_id == task_id]
-        runs = _executions(session, job_id or None)
-        pulls = pull_summaries(session, [j.id for j in jobs])
-    records = read_usage(store, job_id=job_id or None)
-    by_job = {row.key: row for row in rollup(records, "job")}
-    by_task = {row.key: row for row in rollup(records, "task")}
+        report = _read(session, job or None, task or None, budget_warn_at)
+        report["agents"] = [row.as_dict() for row in agent_rows(session, now)]
+        engines = read_engines(session, now=now, lease_seconds=lease_seconds)
+    report["engines"] = [e.as_dict() for e in engines]
+    report["conditions"] = conditions(store, [e for e in engines if e.why_gone != "stopped"])
+    return report
+
+
+def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: float) -> Report:
+    jobs = read_jobs(session, job_ids=[job_id] if job_id else None, warn_at=warn_at)
+    scope = [j.id for j in jobs] if job_id else None
+    tasks = read_tasks(session, job_ids=scope, clip=False)
+    if task_id:
+        tasks = [t for t in tasks if t.task_id == task_id]
+    spend = spend_by(session, Execution.task_key, [t.key for t in tasks], with_models=True)
+    runs: dict[str, list[ExecutionView]] = {}
+    for run in read_executions(session, job_id=job_id):
+        if run.task_key:
+            runs.setdefault(run.task_key, []).append(run)
     return {
-        "jobs": [
-            {
-                **_job(j),
-                **pulls[j.id],
-                "spend": _spend(by_job.get(j.id)),
-                "budget": _budget(j, by_job, budget_warn_at),
-            }
-            for j in jobs
-        ],
-        "tasks": [
-            {
-                **_task(t),
-                "spend": _spend(by_task.get(t.key)),
-                "last_execution": (runs.get(t.key) or [None])[-1],
-                **({"executions": runs.get(t.key, [])} if task_id else {}),
-            }
-            for t in tasks
-        ],
-        "providers": [_provider(p) for p in limits],
-        "plans": [_plan(p) for p in plans],
-        "agents": agents,
-        "engines": [e.as_dict() for e in engines],
-        "conditions": conditions(store, [e for e in engines if e.why_gone != "stopped"]),
-    }
-
-
-EXECUTION_FIELDS = ("id", "attempt", "agent", "outcome", "exit_code", "error", "artifact_dir")
-
-
-def _executions(session: Any, job_id: str | None) -> dict[str, list[dict[str, Any]]]:
-    """Each task's executions, oldest first (one not yet started last): the report's columns."""
-    columns = [getattr(Execution, name) for name in EXECUTION_FIELDS]
-    query = select(Execution.task_key, *columns).where(col(Execution.task_key).is_not(None))
-    if job_id:
-        query = query.where(col(Execution.job_id) == job_id)
-    query = query.order_by(col(Execution.started_at).asc().nulls_last(), col(Execution.id))
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for key, *values in session.exec(query):
-        runs.setdefault(key, []).append(dict(zip(EXECUTION_FIELDS, values, strict=True)))
-    return runs
-
-
-def _spend(row: UsageRow | None) -> dict[str, Any]:
-    spend = (row or UsageRow("")).as_json()
-    del spend["key"]
-    return spend
-
-
-def _budget(job: Job, by_job: dict[str, UsageRow], warn_at: float) -> dict[str, Any]:
-    row = by_job.get(job.id) or UsageRow(job.id)
-    spend = Spend(row.cost_usd, row.input_tokens + row.output_tokens)
-    state = judge(spend, Cap(job.budget_usd, job.budget_tokens), warn_at)
-    return {
-        "usd": job.budget_usd,
-        "tokens": job.budget_tokens,
-        "level": state.level,
-        "text": state.text,
-        "fraction": round(state.fraction, 4),
+        "jobs": [_job(j) for j in jobs],
+        "tasks": [_task(t, spend, runs.get(t.key, []), all_runs=bool(task_id)) for t in tasks],
+        "providers": [_provider(p) for p in read_limits(session)],
+        "plans": [_plan(p) for p in read_plans(session, job_ids=scope)],
     }
 
 
@@ -137,7 +101,20 @@ def conditions(store: Store, engines: list[EngineRow]) -> list[dict[str, Any]]:
     return found
 
 
-def _job(job: Job) -> dict[str, Any]:
+def spend_json(spend: SpendView) -> dict[str, Any]:
+    return {
+        "executions": spend.executions,
+        "input_tokens": spend.input_tokens,
+        "output_tokens": spend.output_tokens,
+        "cached_tokens": spend.cached_tokens,
+        "cost_usd": round(spend.cost_usd, 6),
+        "estimated": spend.estimated,
+        "unpriced_executions": spend.unpriced,
+        "models": list(spend.models),
+    }
+
+
+def _job(job: JobView) -> dict[str, Any]:
     return {
         "id": job.id,
         "title": job.title,
@@ -152,11 +129,42 @@ def _job(job: Job) -> dict[str, Any]:
         "head_sha": job.head_sha,
         "auto_merge": job.auto_merge,
         "review_enabled": job.review_enabled,
+        "pr": asdict(job.pr) if job.pr else None,
+        "review": _review(job),
+        "spend": spend_json(job.spend),
+        "budget": {
+            "usd": job.budget_usd,
+            "tokens": job.budget_tokens,
+            "level": job.budget.level,
+            "text": job.budget.text,
+            "fraction": job.budget.fraction,
+        },
     }
 
 
-def _task(task: Task) -> dict[str, Any]:
+def _review(job: JobView) -> dict[str, Any] | None:
+    review = job.review
+    if review is None:
+        return None
     return {
+        "round": review.round,
+        "task": review.task,
+        "head_sha": review.head_sha,
+        "verdict": review.verdict,
+        "stale": review.stale,
+        "summary": review.summary,
+        "findings": [dict(f) for f in review.findings],
+    }
+
+
+EXECUTION_FIELDS = ("id", "attempt", "agent", "outcome", "exit_code", "error", "artifact_dir")
+
+
+def _task(
+    task: TaskView, spend: dict[str, SpendView], runs: list[ExecutionView], *, all_runs: bool
+) -> dict[str, Any]:
+    shown = [{name: getattr(run, name) for name in EXECUTION_FIELDS} for run in runs]
+    body = {
         "job_id": task.job_id,
         "id": task.task_id,
         "key": task.key,
@@ -180,19 +188,19 @@ def _task(task: Task) -> dict[str, Any]:
         "kind": task.kind,
         "troubleshoots": task.parent_key,
         "guidance": task.guidance,
+        "spend": spend_json(spend.get(task.key, SpendView())),
+        "last_execution": shown[-1] if shown else None,
     }
+    if all_runs:
+        body["executions"] = shown
+    return body
 
 
-def _provider(limit: ProviderLimit) -> dict[str, Any]:
-    return {
-        "provider": limit.provider,
-        "status": limit.status,
-        "reset_at": limit.reset_at,
-        "source_text": limit.source_text,
-    }
+def _provider(limit: LimitView) -> dict[str, Any]:
+    return asdict(limit)
 
 
-def _plan(plan: Plan) -> dict[str, Any]:
+def _plan(plan: PlanView) -> dict[str, Any]:
     return {
         "id": plan.id,
         "job_id": plan.job_id,

@@ -24,12 +24,13 @@ from sqlmodel import Session, col, select, update
 
 from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
 from relay_engine.core.scheduler import TaskFacts, plan_dispatch
-from relay_engine.core.selection import FleetView, Selected
+from relay_engine.core.selection import Selected
 from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
-from relay_engine.ops import budgets
+from relay_engine.store import spend
 from relay_engine.store.db import Store
+from relay_engine.store.read_model import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
 from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT
 
@@ -41,7 +42,7 @@ class QueueView:
     queued: list[Any]  # rows of QUEUE_COLUMNS: unclaimed QUEUED tasks
     running: list[Task]
     jobs: dict[str, Job]
-    fleet: FleetView
+    pins: dict[tuple[str, str, str], str]
     free: int = 0  # agents this engine may start now
     lock_dirs: dict[str, str | None] = field(default_factory=dict)  # job -> shared directory
 
@@ -93,7 +94,6 @@ QUEUE_PAGE_MIN = 32
 
 def read_queue(
     session: Session,
-    limits: dict[str, float],
     capacity: int,
     *,
     engine_id: str | None = None,
@@ -112,17 +112,9 @@ def read_queue(
     queued = _top_of_queue(session, running, free) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
     jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
-    pins = {
-        (a.job_id, a.workstream, a.role): a.agent_id
-        for a in session.exec(
-            select(Assignment).where(
-                col(Assignment.job_id).in_(job_ids), Assignment.status == "active"
-            )
-        )
-    }
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
-    fleet = FleetView(limits=limits, pins=pins)
-    return QueueView(queued, running, jobs, fleet, free=free, lock_dirs=lock_dirs)
+    pins = active_pins(session, job_ids)
+    return QueueView(queued, running, jobs, pins, free=free, lock_dirs=lock_dirs)
 
 
 def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
@@ -336,7 +328,7 @@ def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
     """Jobs whose budget is spent, read inside the claim transaction: two engines cannot
     both start work on the last dollar."""
     jobs = session.exec(select(Job).where(col(Job.id).in_(sorted(job_ids)))).all()
-    return set(budgets.job_holds(session, jobs))
+    return set(spend.job_holds(session, jobs))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from relay_engine.core.outcomes import (
     judge_exit,
     redact_outcome,
 )
-from relay_engine.core.selection import FleetView, Selected, pick_agent
+from relay_engine.core.selection import Selected, pick_agent
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop.health import excuse, low_space
 from relay_engine.loop.live import FinishedExecution, LiveExecution
@@ -35,11 +35,11 @@ from relay_engine.ops.completion import (
     LimitDecision,
     apply_outcome,
     fenced_tasks,
-    limited_providers,
     record_limit,
 )
 from relay_engine.ops.pulls import vet_review
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
@@ -346,7 +346,7 @@ class Reaper:
         assert signal is not None
         provider = task.provider or signal.provider
         limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
-        fleet = FleetView(limited_providers(session), agent_status.availability_map(session))
+        fleet = read_fleet(session, self.runtime.config, now)
         agents = self.runtime.config.agents
         choice = pick_agent(task, agents, fleet, now, exclude=frozenset({provider}))
         reason = signal.source_text[:200]

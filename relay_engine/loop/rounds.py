@@ -11,6 +11,7 @@ from relay_engine.agents.launch import LaunchRequest
 from relay_engine.agents.runner import LaunchError, LaunchSpec
 from relay_engine.contracts.planner import PlanAccepted, validate_planner_output
 from relay_engine.core.outcomes import Outcome, OutcomeKind
+from relay_engine.core.planning import next_step
 from relay_engine.core.recovery import ClaimFacts
 from relay_engine.core.selection import FleetView, Selected, Work, pick_agent
 from relay_engine.core.states import JobState, PlanState
@@ -18,8 +19,7 @@ from relay_engine.loop.live import FinishedExecution, LiveExecution, record_spaw
 from relay_engine.loop.reclaim import kill_orphan, take_back_plan
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import budgets
-from relay_engine.ops.completion import finish_execution_row, limited_providers, record_limit
+from relay_engine.ops.completion import finish_execution_row, record_limit
 from relay_engine.ops.gates import advance_assess_gate
 from relay_engine.ops.plans import (
     accept_result,
@@ -27,14 +27,15 @@ from relay_engine.ops.plans import (
     claim_plan,
     job_facts,
     latest_plan,
-    next_step,
     open_round,
     reject_attempt,
     store_children,
 )
 from relay_engine.ops.pulls import to_review
+from relay_engine.store import spend
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
+from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Job, Plan, Task
 
 PLANNER_TIMEOUT_S = 30 * 60
@@ -95,16 +96,14 @@ class PlannerRounds:
                     Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_(None)
                 )
             ).all()
-            limits = limited_providers(session)
-            availability = agent_status.availability_map(session)
-            availability |= budgets.agent_holds(session, self.runtime.config, now)
+            fleet = read_fleet(session, self.runtime.config, now)
             jobs = session.exec(select(Job).where(col(Job.id).in_({p.job_id for p in waiting})))
-            spent = budgets.job_holds(session, jobs.all())
+            spent = spend.job_holds(session, jobs.all())
         started = False
         for plan in waiting:
             if plan.job_id in spent:
                 continue  # a planner round costs like any run: it waits for a raised budget
-            started |= self._start(plan, FleetView(limits, availability), now)
+            started |= self._start(plan, fleet, now)
         return started
 
     def _start(self, plan: Plan, fleet: FleetView, now: float) -> bool:
@@ -260,7 +259,7 @@ class PlannerRounds:
         if any(plan.execution_id for plan in rounds):
             return True
         jobs = session.exec(select(Job).where(col(Job.id).in_({p.job_id for p in rounds}))).all()
-        return len(budgets.job_holds(session, jobs)) < len({p.job_id for p in rounds})
+        return len(spend.job_holds(session, jobs)) < len({p.job_id for p in rounds})
 
 
 def _fenced_plan(session: Session, plan_id: int | None, execution_id: str) -> Plan | None:

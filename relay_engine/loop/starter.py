@@ -25,6 +25,7 @@ from relay_engine.agents.launch import (
 from relay_engine.agents.runner import LaunchError, LaunchSpec, launch
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.contracts.prompts import assemble_prompt
+from relay_engine.core.budgets import Hold
 from relay_engine.core.capacity import FleetCaps
 from relay_engine.core.failures import AgentFailure
 from relay_engine.core.faults import DiskFull, is_disk_full
@@ -44,7 +45,6 @@ from relay_engine.ops.completion import (
     fenced_task,
     fenced_tasks,
     finish_execution_row,
-    limited_providers,
     move_to_other_agent,
     release_task,
 )
@@ -56,7 +56,9 @@ from relay_engine.ops.failed_starts import (
     write_artifacts,
 )
 from relay_engine.ops.prompt_context import prompt_context
+from relay_engine.store import spend
 from relay_engine.store.events import EventKind
+from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Job, Task
 from relay_engine.store.task_rows import move_task, timeout_for
 
@@ -88,10 +90,8 @@ class Starter:
         """Start what may start now: order, capacity, scope locks, agent selection."""
         config, engine_id = self.runtime.config, self.runtime.engine_id
         with self.runtime.store.read() as session:
-            limits = limited_providers(session)
             view = dispatch.read_queue(
                 session,
-                limits,
                 config.engine.max_concurrent_agents,
                 engine_id=engine_id,
                 max_running=config.cluster.max_running,
@@ -100,10 +100,8 @@ class Starter:
                 return False
             running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
-            spent = budgets.job_holds(session, view.jobs.values())
-            unavailable = agent_status.availability_map(session)
-            unavailable |= budgets.agent_holds(session, config, now)
-            view = replace(view, fleet=replace(view.fleet, availability=unavailable))
+            spent = spend.job_holds(session, view.jobs.values())
+            standing = read_fleet(session, config, now, pins=view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         caps = FleetCaps.from_config(config)
@@ -112,7 +110,7 @@ class Starter:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
             selection = pick_agent(
-                task, config.agents, view.fleet, now, running=running, counts=fleet, caps=caps
+                task, config.agents, standing, now, running=running, counts=fleet, caps=caps
             )
             if isinstance(selection, Selected):
                 wanted.append((task, selection))
@@ -351,7 +349,7 @@ class Starter:
             **extra,
         )
 
-    def _park_on_budget(self, key: str, hold: budgets.Hold, now: float) -> bool:
+    def _park_on_budget(self, key: str, hold: Hold, now: float) -> bool:
         with self.runtime.store.write() as session:
             fresh = self._unclaimed(session, key)
             if fresh is None:

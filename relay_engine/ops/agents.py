@@ -7,8 +7,6 @@ The decisions are :mod:`relay_engine.core.availability`'s; this module reads and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
@@ -20,42 +18,17 @@ from relay_engine.core.availability import (
     Availability,
     after_failure,
     config_hash,
-    describe,
 )
 from relay_engine.core.failures import AgentFailure, FailureClass
-from relay_engine.core.selection import FleetView, NoAgent, Park, Selected, pick_agent
+from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
 from relay_engine.core.states import TaskState
-from relay_engine.ops.completion import AgentWait, limited_providers
+from relay_engine.ops.completion import AgentWait
 from relay_engine.ops.refusals import Refused
 from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.schema import AgentRecord, AgentStatus, ProviderLimit, Task
+from relay_engine.store.read_model import availability_of, read_fleet
+from relay_engine.store.schema import AgentStatus, Task
 from relay_engine.store.task_rows import resume_parked_task
-
-
-def known_agents(session: Session) -> list[AgentRecord]:
-    """Every agent some engine defines, once each (the most recently mirrored row), by id."""
-    latest: dict[str, AgentRecord] = {}
-    for record in session.exec(select(AgentRecord).order_by(col(AgentRecord.updated_at))):
-        latest[record.id] = record
-    return [latest[agent_id] for agent_id in sorted(latest)]
-
-
-def availability_map(session: Session) -> dict[str, Availability]:
-    """Every agent that is not ready, by id (what selection reads)."""
-    rows = session.exec(select(AgentStatus).where(col(AgentStatus.status) != READY))
-    return {row.agent_id: _facts(row) for row in rows}
-
-
-def _facts(row: AgentStatus) -> Availability:
-    return Availability(
-        agent_id=row.agent_id,
-        status=row.status,
-        reason=row.reason,
-        fix=row.fix,
-        until=row.until,
-        failures=row.failures,
-    )
 
 
 def fix_text(failure: AgentFailure, until: float | None) -> str:
@@ -73,7 +46,7 @@ def record_failure(
     row = session.exec(
         select(AgentStatus).where(AgentStatus.agent_id == agent.id).with_for_update()
     ).one()
-    current = _facts(row) if row.status != READY else None
+    current = availability_of(row) if row.status != READY else None
     state = after_failure(current, failure, now)
     row.provider = agent.provider
     row.status, row.reason, row.until, row.failures = (
@@ -95,7 +68,7 @@ def record_failure(
         level="warning",
         data={"agent": agent.id, "status": state.status, "until": state.until},
     )
-    return _facts(row)
+    return availability_of(row)
 
 
 def decide_agent_wait(
@@ -106,7 +79,7 @@ def decide_agent_wait(
     agent_id = task.agent or ""
     agent = config.agent(agent_id)
     state = record_failure(session, agent, failure, now) if agent is not None else None
-    fleet = FleetView(limited_providers(session), availability_map(session))
+    fleet = read_fleet(session)
     choice = pick_agent(task, config.agents, fleet, now)
     if isinstance(choice, Selected) and choice.agent_id != agent_id:
         return AgentWait(agent_id, choice.agent_id, None, failure.reason, "")
@@ -180,81 +153,3 @@ def reset_agent(session: Session, agent_id: str, now: float) -> str:
     if mark_ready(session, agent_id, now, why="reset by operator"):
         return f"agent {agent_id} reset: available again"
     return f"agent {agent_id} is not marked unavailable: nothing to reset"
-
-
-@dataclass(frozen=True)
-class AgentRow:
-    """One agent as status, the CLI and the console show it."""
-
-    id: str
-    provider: str
-    enabled: bool
-    status: str
-    reason: str | None
-    fix: str | None
-    until: float | None
-    summary: str  # "ready", "not logged in", "unreachable, probing at 14:32"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "provider": self.provider,
-            "enabled": self.enabled,
-            "status": self.status,
-            "reason": self.reason,
-            "fix": self.fix,
-            "until": self.until,
-        }
-
-
-def agent_rows(
-    session: Session, now: float, agents: Iterable[AgentConfig] | None = None
-) -> list[AgentRow]:
-    """Every agent with its availability: ``agents`` from config, else as the last engine
-    mirrored them (what a console on another host sees)."""
-    states = availability_map(session)
-    limits = {
-        row.provider: row
-        for row in session.exec(select(ProviderLimit).where(ProviderLimit.status == "limited"))
-        if (row.reset_at or 0.0) > now
-    }
-    if agents is None:
-        listed = [(r.id, r.provider, r.enabled) for r in known_agents(session)]
-    else:
-        listed = [(a.id, a.provider, a.enabled) for a in agents]
-    return [
-        _row(agent_id, provider, enabled, states.get(agent_id), limits.get(provider), now)
-        for agent_id, provider, enabled in listed
-    ]
-
-
-def _row(
-    agent_id: str,
-    provider: str,
-    enabled: bool,
-    state: Availability | None,
-    limit: ProviderLimit | None,
-    now: float,
-) -> AgentRow:
-    if state is None and limit is not None:  # able to work, but its provider is limited
-        until = limit.reset_at
-        return AgentRow(
-            agent_id,
-            provider,
-            enabled,
-            "limited",
-            limit.source_text,
-            "nothing to do: relay resumes the work at the reset",
-            until,
-            f"limited until {format_time(until)}",
-        )
-    return AgentRow(
-        id=agent_id,
-        provider=provider,
-        enabled=enabled,
-        status=state.status if state else READY,
-        reason=state.reason if state else None,
-        fix=state.fix if state else None,
-        until=state.until if state else None,
-        summary=describe(state, now, format_time),
-    )

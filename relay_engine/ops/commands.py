@@ -43,7 +43,7 @@ class OperatorCommand(BaseModel):
         return getattr(self, "job", None) or (getattr(self, "task", None) or "").partition("/")[0]
 
     def payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude_none=True)
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class CancelTask(OperatorCommand):

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from relay_engine.contracts import troubleshooter
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.limits import effective_reset
 from relay_engine.core.outcomes import Outcome, OutcomeKind
@@ -129,7 +130,7 @@ def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None
             job.job_branch = f"relay/{job.id}"
             session.add(job)
     release_dependents(session, task, now=now)
-    if task.kind == troubleshoot.KIND:
+    if task.kind == troubleshooter.KIND:
         troubleshoot.conclude(session, task, now)
 
 
@@ -163,7 +164,7 @@ def fail_task(session: Session, task: Task, error: str, why: str, *, now: float)
         finished_at=now,
     )
     block_dependents(session, task, blocker=task.task_id, now=now)
-    if task.kind == troubleshoot.KIND:
+    if task.kind == troubleshooter.KIND:
         troubleshoot.conclude(session, task, now)
     else:
         troubleshoot.request(session, task, now)
@@ -338,8 +339,3 @@ def record_limit(
         data={"provider": provider, "reset_at": limit.reset_at},
     )
     return limit
-
-
-def limited_providers(session: Session) -> dict[str, float]:
-    rows = session.exec(select(ProviderLimit).where(col(ProviderLimit.status) == "limited"))
-    return {row.provider: row.reset_at or 0.0 for row in rows}

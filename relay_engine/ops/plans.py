@@ -9,7 +9,6 @@ and fencing rules as tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlmodel import Session, col, select, update
 
@@ -21,6 +20,7 @@ from relay_engine.contracts.planner import (
     planner_prompt,
     validate_planner_output,
 )
+from relay_engine.core.planning import JobFacts
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
     JobState,
@@ -36,40 +36,6 @@ from relay_engine.store.schema import Execution, Job, Plan, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
 PLAN_MAX_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class JobFacts:
-    """What decides a planned job's next step."""
-
-    state: str
-    rounds: int
-    max_rounds: int
-    latest_status: str | None
-    latest_objective: str | None
-    children_stored: bool
-    active_tasks: int  # queued, running, parked, or draft and not blocked
-
-
-def next_step(facts: JobFacts) -> str:
-    """One of: wait, start-initial, materialise, continue, succeed, fail, exhausted."""
-    if facts.state != JobState.ACTIVE:
-        return "wait"
-    if facts.latest_status is None:
-        return "start-initial"
-    if facts.latest_status == PlanState.PLANNING:
-        return "wait"
-    if facts.latest_status == PlanState.FAILED:
-        return "fail"
-    if facts.latest_status == PlanState.SUCCEEDED and not facts.children_stored:
-        return "materialise"
-    if facts.active_tasks:
-        return "wait"
-    if facts.latest_objective == "satisfied":
-        return "succeed"
-    if facts.rounds >= facts.max_rounds:
-        return "exhausted"
-    return "continue"
 
 
 def latest_plan(session: Session, job_id: str) -> Plan | None:

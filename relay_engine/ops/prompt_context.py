@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select
 
+from relay_engine.contracts import troubleshooter
 from relay_engine.contracts.prompts import (
     MEMORY_NOTES_IN_PROMPT,
     DependencyResult,
@@ -50,9 +51,9 @@ def prompt_context(
         previous_error=task.error,
         guidance=task.guidance,
         briefing=troubleshoot.briefing(session, task, job)
-        if task.kind == troubleshoot.KIND
+        if task.kind == troubleshooter.KIND
         else "",
-        contract=troubleshoot.CONTRACT if task.kind == troubleshoot.KIND else "",
+        contract=troubleshooter.CONTRACT if task.kind == troubleshooter.KIND else "",
     )
 
 

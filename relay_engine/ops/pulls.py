@@ -9,7 +9,6 @@ retries and recovery like any other task.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select, update
@@ -49,6 +48,7 @@ from relay_engine.ops.refusals import Refused
 from relay_engine.ops.tasks import cancel_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
+from relay_engine.store.read_model import merge_target
 from relay_engine.store.schema import Execution, Job, PullRequest, Review, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
@@ -493,67 +493,3 @@ def request_close(session: Session, job: Job, now: float) -> str:
         job_id=job.id,
     )  # fmt: skip
     return f"job {job.id}: closing the pull request of {pr.head_branch}"
-
-
-# -- reading --------------------------------------------------------------------------------
-def pull_summaries(session: Session, job_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """job id -> its pull request and latest review, as ``relay status`` and the console show."""
-    if not job_ids:
-        return {}
-    query_prs = select(PullRequest).where(col(PullRequest.job_id).in_(job_ids))
-    prs = {p.job_id: p for p in session.exec(query_prs)}
-    latest: dict[str, Review] = {}
-    query = select(Review).where(col(Review.job_id).in_(job_ids)).order_by(col(Review.number))
-    for review in session.exec(query):
-        latest[review.job_id] = review
-    summary: dict[str, dict[str, Any]] = {}
-    for job_id in job_ids:
-        pr, review = prs.get(job_id), latest.get(job_id)
-        summary[job_id] = {"pr": _pr_dict(pr), "review": _review_dict(review, pr)}
-    return summary
-
-
-def merge_target(pr: PullRequest) -> str:
-    """Where a merge of this pull request lands, in words (no I/O: consoles may be remote)."""
-    if pr.forge == "github":
-        return f"{pr.base_branch} on GitHub" + (f" ({pr.url})" if pr.url else "")
-    if pr.remote:
-        return f"{pr.base_branch} on {pr.remote}"
-    return f"{pr.base_branch} in the job's repository (left to you while it is checked out)"
-
-
-def _pr_dict(pr: PullRequest | None) -> dict[str, Any] | None:
-    if pr is None:
-        return None
-    return {
-        "forge": pr.forge,
-        "remote": pr.remote,
-        "number": pr.number,
-        "url": pr.url,
-        "state": pr.state,
-        "base_branch": pr.base_branch,
-        "head_branch": pr.head_branch,
-        "head_sha": pr.head_sha,
-        "mergeable": pr.mergeable,
-        "merge_commit": pr.merge_commit,
-        "note": pr.note,
-        "error": pr.error,
-        "merge_requested": pr.merge_requested,
-        "last_checked_at": pr.last_checked_at,
-        "target": merge_target(pr),
-    }
-
-
-def _review_dict(review: Review | None, pr: PullRequest | None) -> dict[str, Any] | None:
-    if review is None:
-        return None
-    current = pr is not None and review.head_sha == pr.head_sha and not review.stale
-    return {
-        "round": review.number,
-        "task": review.task_key,
-        "head_sha": review.head_sha,
-        "verdict": review.verdict,
-        "stale": review.stale or not current,
-        "summary": review.summary,
-        "findings": list(review.findings or []),
-    }

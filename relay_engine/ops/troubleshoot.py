@@ -14,11 +14,10 @@ that fails, or answers nonsense, means give up: nothing here can loop.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlmodel import Session, col, select
 
+from relay_engine.contracts.troubleshooter import KIND, ROLE, Verdict, parse_verdict
 from relay_engine.core.states import TaskState
 from relay_engine.git.diffs import task_diff
 from relay_engine.ops.plans import replan
@@ -26,19 +25,9 @@ from relay_engine.ops.tasks import retry_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Job, Task
 
-KIND = "troubleshoot"
-ROLE = "troubleshooter"
 EXECUTIONS_SHOWN = 3
 STDERR_TAIL_BYTES = 2000
 DIFF_CHARS = 20_000
-
-
-class Verdict(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    verdict: Literal["retry", "replan", "give_up"]
-    guidance: str = ""
-    reason: str = ""
 
 
 def troubleshooter_key(task: Task) -> str:
@@ -84,18 +73,6 @@ def request(session: Session, task: Task, now: float) -> Task | None:
         data={"failed": task.key},
     )
     return helper
-
-
-def parse_verdict(raw: object) -> Verdict | str:
-    """The troubleshooter's answer, or why it cannot be used."""
-    if not isinstance(raw, dict):
-        return "no JSON object with a verdict in the result"
-    try:
-        return Verdict.model_validate(raw)
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "answer"
-        return f"{where}: {problem['msg']}"
 
 
 def conclude(session: Session, helper: Task, now: float) -> None:
@@ -214,14 +191,3 @@ def _tail(path: Path) -> str:
             return handle.read().decode("utf-8", errors="replace").strip()
     except OSError:
         return ""
-
-
-CONTRACT = (
-    "## When you finish\n"
-    "Do not change the repository. Write one JSON object to the file named by "
-    "$RELAY_RESULT_FILE (or end your final message with it in a ```json block):\n"
-    '`{"verdict": "retry" | "replan" | "give_up", "guidance": "...", "reason": "..."}`\n'
-    "- `retry`: the task can succeed; `guidance` goes into its next prompt.\n"
-    "- `replan`: the plan itself is wrong; `guidance` goes to the job's planner.\n"
-    "- `give_up`: nobody can make this work now; `reason` says why, for the operator."
-)

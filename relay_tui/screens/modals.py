@@ -18,8 +18,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from relay_engine.store.read_model import AgentRow
 from relay_tui.screens.base import ClosesOnce
-from relay_tui.views import AgentView, ProviderView
+from relay_tui.views import ProviderView
 from relay_tui.widgets.style import clock_time
 
 T = TypeVar("T")
@@ -138,7 +139,7 @@ def replan_consequences(job_id: str, superseded: Sequence[str], manual: bool) ->
     return text
 
 
-def agent_label(agent: AgentView, provider: ProviderView | None) -> str:
+def agent_label(agent: AgentRow, provider: ProviderView | None) -> str:
     if provider is not None and provider.status == "limited":
         state = f"limited until {clock_time(provider.reset_at)}"
     else:
@@ -153,7 +154,7 @@ class PinScreen(Dialog[str]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="pin-cancel")]
 
     def __init__(
-        self, target: str, agents: Sequence[AgentView], providers: Sequence[ProviderView]
+        self, target: str, agents: Sequence[AgentRow], providers: Sequence[ProviderView]
     ) -> None:
         super().__init__(target)
         self.agents = list(agents)

@@ -22,15 +22,16 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from relay_engine.contracts.config import RelayConfig
-from relay_engine.ops.budgets import local_midnight
+from relay_engine.core.budgets import local_midnight
+from relay_engine.core.usage import UsageRecord, UsageRow, rollup, total
 from relay_engine.store.db import Store
-from relay_engine.store.usage import UsageRecord, UsageRow, read_usage, rollup, total
+from relay_engine.store.read_model import BudgetView, JobView
+from relay_engine.store.spend import read_usage
 from relay_tui.messages import DetailRead
 from relay_tui.screens.base import ClosesOnce
 from relay_tui.screens.main import fit_footer
 from relay_tui.spend import bar_chart, budget_bar, chart_caption, money, spend_series, tokens_text
 from relay_tui.target import Target
-from relay_tui.views import BudgetView, JobView
 from relay_tui.widgets.style import styled
 
 NARROW_WIDTH = 120

@@ -13,18 +13,17 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 
-from relay_tui.spend import money, spend_line, spend_text, tokens_text
-from relay_tui.views import (
+from relay_engine.store.read_model import (
     NO_SPEND,
-    AgentStatusView,
+    AgentRow,
+    ExecutionView,
     JobView,
     PlanView,
-    RunView,
-    Snapshot,
     SpendView,
     TaskView,
-    WaveView,
 )
+from relay_tui.spend import money, spend_line, spend_text, tokens_text
+from relay_tui.views import Snapshot, WaveView
 from relay_tui.widgets.live_table import LiveTable, Row
 from relay_tui.widgets.style import bar, clip, clock_time, duration, glyph, styled
 
@@ -339,10 +338,10 @@ def full_note(task: TaskView) -> str:
 
 def run_sort_key(sort: str) -> Any:
     if sort == "task":
-        return lambda r: (r.task_key or f"{r.job_id}/~planner", r.execution_id)
+        return lambda r: (r.task_key or f"{r.job_id}/~planner", r.id)
     if sort == "agent":
-        return lambda r: (r.agent or "", r.started_at or 0.0, r.execution_id)
-    return lambda r: (r.started_at or 0.0, r.execution_id)
+        return lambda r: (r.agent or "", r.started_at or 0.0, r.id)
+    return lambda r: (r.started_at or 0.0, r.id)
 
 
 class RunningTable(SortableTable):
@@ -365,7 +364,7 @@ class RunningTable(SortableTable):
             elapsed = duration(now - run.started_at) if run.started_at else "starting"
             rows.append(
                 (
-                    run.execution_id,
+                    run.id,
                     (
                         run_label(run),
                         run.agent or "",
@@ -389,16 +388,16 @@ class RunningTable(SortableTable):
         return f"{run_label(run)} · {where} · {run_spend_words(run, snapshot)}: {run.last_output or 'no output yet'}"
 
 
-def run_label(run: RunView) -> str:
+def run_label(run: ExecutionView) -> str:
     return run.task_key or f"{run.job_id} planner"
 
 
-def task_spend_before(run: RunView, snapshot: Snapshot) -> SpendView:
+def task_spend_before(run: ExecutionView, snapshot: Snapshot) -> SpendView:
     """What the run's task spent so far (earlier runs; this one counts once it reports)."""
     return snapshot.task_spend.get(run.task_key or "", NO_SPEND)
 
 
-def run_cost(run: RunView, snapshot: Snapshot) -> str:
+def run_cost(run: ExecutionView, snapshot: Snapshot) -> str:
     """The task's spend so far; this run's tokens while its cost is not known yet."""
     spent = task_spend_before(run, snapshot)
     if spent.cost_usd:
@@ -408,7 +407,7 @@ def run_cost(run: RunView, snapshot: Snapshot) -> str:
     return spend_text(spent)
 
 
-def run_spend_words(run: RunView, snapshot: Snapshot) -> str:
+def run_spend_words(run: ExecutionView, snapshot: Snapshot) -> str:
     spent = task_spend_before(run, snapshot)
     task = f"task spent {spend_text(spent)}" if spend_text(spent) else "task spent nothing yet"
     if run.spend.cost_usd:
@@ -445,7 +444,7 @@ class ProvidersTable(LiveTable):
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
-        agents: dict[str, list[AgentStatusView]] = {}
+        agents: dict[str, list[AgentRow]] = {}
         for agent in snapshot.agent_rows:
             agents.setdefault(agent.provider, []).append(agent)
         for provider in snapshot.providers:
@@ -485,9 +484,7 @@ class ProvidersTable(LiveTable):
         return f"{provider.provider}: ok"
 
 
-def agent_row(
-    agent: AgentStatusView, snapshot: Snapshot, now: float, styles: Mapping[str, str]
-) -> Row:
+def agent_row(agent: AgentRow, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> Row:
     waiting = (
         sum(
             1
@@ -513,7 +510,7 @@ def agent_row(
     )
 
 
-def agent_preview(agent: AgentStatusView) -> str:
+def agent_preview(agent: AgentRow) -> str:
     """The fix first: it is what the operator came to this row for."""
     if agent.status == "ready":
         return f"{agent.id} ({agent.provider}): ready"

@@ -1,7 +1,7 @@
 """Spend rollups: tokens and cost by task, job, agent, provider or day (``relay usage``).
 
-The rollup is pure over plain records; days are the operator's local days, the same days a
-daily budget resets on.
+Pure over plain records (read by :func:`relay_engine.store.spend.read_usage`); days are the
+operator's local days, the same days a daily budget resets on.
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any, Literal
-
-from sqlmodel import col, select
-
-from relay_engine.store.db import Store
-from relay_engine.store.schema import Execution
 
 GROUPINGS = ("job", "task", "agent", "provider", "model", "day")
 Grouping = Literal["job", "task", "agent", "provider", "model", "day"]
@@ -117,33 +112,3 @@ def total(rows: Iterable[UsageRow]) -> UsageRow:
         overall.unpriced += row.unpriced
         overall.models |= row.models
     return overall
-
-
-def read_usage(
-    store: Store, *, since: float | None = None, job_id: str | None = None
-) -> list[UsageRecord]:
-    """Every finished or running execution that has started, planner rounds included."""
-    query = select(Execution).where(col(Execution.started_at).is_not(None))
-    if since is not None:
-        query = query.where(col(Execution.started_at) >= since)
-    if job_id is not None:
-        query = query.where(col(Execution.job_id) == job_id)
-    with store.read() as session:
-        return [usage_record(e) for e in session.exec(query)]
-
-
-def usage_record(execution: Execution) -> UsageRecord:
-    planner = f"{execution.job_id}/planner-{execution.plan_id}" if execution.plan_id else None
-    return UsageRecord(
-        job_id=execution.job_id,
-        task_key=execution.task_key or planner,
-        agent=execution.agent,
-        provider=execution.provider,
-        model=execution.model,
-        at=execution.started_at or 0.0,
-        input_tokens=execution.input_tokens or 0,
-        output_tokens=execution.output_tokens or 0,
-        cached_tokens=execution.cached_tokens or 0,
-        cost_usd=execution.cost_usd,
-        estimated=execution.cost_estimated,
-    )

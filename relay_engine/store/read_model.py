@@ -1,0 +1,760 @@
+"""The read model: typed, immutable views of what relay knows, for ``relay status``, its
+``--json``, the console, and the engine steps that decide on the same facts.
+
+Every view is built here from filtered SQL (a job's tasks are read with ``WHERE job_id``,
+spend is summed by the database), never by loading whole tables and filtering in Python,
+so the CLI, a console on another host and 50,000 tasks all read the same way. Renderers
+(the CLI's tables and JSON, the console's panes) turn views into text; nothing else reads
+these tables for display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import case, func
+from sqlmodel import Session, col, select
+
+from relay_engine.contracts.config import AgentConfig, RelayConfig
+from relay_engine.contracts.time_format import format_time
+from relay_engine.core.availability import READY, Availability, describe
+from relay_engine.core.budgets import Cap, Spend, judge
+from relay_engine.core.selection import FleetView
+from relay_engine.store.schema import (
+    AgentRecord,
+    AgentStatus,
+    Assignment,
+    Execution,
+    Job,
+    Plan,
+    ProviderLimit,
+    PullRequest,
+    Review,
+    Task,
+)
+from relay_engine.store.spend import agent_holds
+
+TEXT_KEPT = 1000
+"""Errors and results are clipped in views (the detail screen reads them whole): 50,000
+tasks with agent-sized texts must not fill a console's memory."""
+CHUNK = 500
+
+
+def _clipped(text: str | None) -> str | None:
+    return text if text is None or len(text) <= TEXT_KEPT else text[: TEXT_KEPT - 1] + "…"
+
+
+def _whole(text: str | None) -> str | None:
+    return text
+
+
+def _chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+# -- tasks ----------------------------------------------------------------------------------
+TASK_COLUMNS = tuple(
+    getattr(Task, name)
+    for name in (
+        "key", "job_id", "task_id", "title", "kind", "state", "role", "workstream", "agent",
+        "pinned_agent", "provider", "attempt", "max_attempts", "wave", "story_size",
+        "dependencies", "blocked_by", "waiting_on_provider", "not_before", "execution_id",
+        "error", "result_summary", "started_at", "finished_at", "created_at", "updated_at",
+        "parent_key", "external_deps", "priority", "plan_id", "guidance",
+    )
+)  # fmt: skip
+"""The columns a TaskView needs: no input, result data or sim script (prompts are large)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    key: str
+    job_id: str
+    task_id: str
+    title: str
+    kind: str
+    state: str
+    role: str
+    workstream: str | None
+    agent: str | None
+    provider: str | None
+    attempt: int
+    max_attempts: int
+    wave: int
+    story_size: str
+    dependencies: tuple[str, ...]
+    blocked_by: str | None
+    waiting_on_provider: str | None
+    not_before: float | None
+    execution_id: str | None
+    error: str | None
+    result_summary: str | None
+    started_at: float | None
+    finished_at: float | None
+    created_at: float
+    updated_at: float
+    parent_key: str | None = None
+    """A troubleshooter's failed task: the console shows it as that task's child."""
+    external_deps: tuple[str, ...] = ()
+    """"JOB/TASK" of other jobs' tasks this one waits for."""
+    priority: str = "P2"
+    plan_id: int | None = None
+    guidance: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Any, *, clip: bool = True) -> TaskView:
+        """From a Task, or a row of :data:`TASK_COLUMNS` (what the readers select); long
+        errors and results are clipped unless ``clip`` is False."""
+        kept = _clipped if clip else _whole
+        return cls(
+            key=row.key,
+            job_id=row.job_id,
+            task_id=row.task_id,
+            title=row.title or row.task_id,
+            kind=row.kind,
+            state=str(row.state),
+            role=row.role,
+            workstream=row.workstream,
+            agent=row.agent or row.pinned_agent,
+            provider=row.provider,
+            attempt=row.attempt,
+            max_attempts=row.max_attempts,
+            wave=row.wave,
+            story_size=row.story_size,
+            dependencies=tuple(row.dependencies or ()),
+            blocked_by=row.blocked_by,
+            waiting_on_provider=row.waiting_on_provider,
+            not_before=row.not_before,
+            execution_id=row.execution_id,
+            error=kept(row.error),
+            result_summary=kept(row.result_summary),
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            parent_key=row.parent_key,
+            external_deps=tuple(row.external_deps or ()),
+            priority=row.priority,
+            plan_id=row.plan_id,
+            guidance=row.guidance,
+        )
+
+    @property
+    def shown_state(self) -> str:
+        """The state the operator sees: a DRAFT task held by a failed dependency is BLOCKED."""
+        return "BLOCKED" if self.state == "DRAFT" and self.blocked_by else self.state
+
+
+def read_tasks(
+    session: Session,
+    *,
+    job_ids: Iterable[str] | None = None,
+    keys: Iterable[str] | None = None,
+    clip: bool = True,
+) -> list[TaskView]:
+    """Tasks in job, wave and creation order; of ``job_ids`` or ``keys`` when given."""
+    order = (col(Task.job_id), col(Task.wave), col(Task.created_at))
+    query = select(*TASK_COLUMNS).order_by(*order)  # type: ignore[call-overload]
+    column, values = (Task.job_id, job_ids) if job_ids is not None else (Task.key, keys)
+    if values is None:
+        return [TaskView.from_row(row, clip=clip) for row in session.exec(query)]
+    found: list[TaskView] = []
+    for chunk in _chunks(sorted(set(values))):
+        rows = session.exec(query.where(col(column).in_(chunk)))
+        found += [TaskView.from_row(row, clip=clip) for row in rows]
+    return found
+
+
+# -- spend ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SpendView:
+    """Tokens and dollars of some executions; ``estimated`` when part of the cost came from
+    the price table (shown with a ``~``); ``unpriced`` executions used tokens of a model
+    without a price."""
+
+    cost_usd: float = 0.0
+    estimated: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    executions: int = 0
+    unpriced: int = 0
+    models: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @classmethod
+    def of_execution(cls, row: Execution) -> SpendView:
+        if row.cost_usd is None and not row.input_tokens and not row.output_tokens:
+            return NO_SPEND
+        return cls(
+            cost_usd=row.cost_usd or 0.0,
+            estimated=row.cost_estimated,
+            input_tokens=row.input_tokens or 0,
+            output_tokens=row.output_tokens or 0,
+            cached_tokens=row.cached_tokens or 0,
+            executions=1,
+            models=(row.model,) if row.model else (),
+        )
+
+
+NO_SPEND = SpendView()
+
+
+def spend_by(
+    session: Session,
+    column: Any,
+    keys: Iterable[str] | None = None,
+    *,
+    with_models: bool = False,
+) -> dict[str, SpendView]:
+    """Spend of every started execution grouped by ``column`` (``Execution.job_id`` or
+    ``Execution.task_key``); ``keys`` limits the groups read (None: all)."""
+    tokens = func.coalesce(Execution.input_tokens, 0) + func.coalesce(Execution.output_tokens, 0)
+    unpriced = case((col(Execution.cost_usd).is_(None) & (tokens > 0), 1), else_=0)
+    query = select(
+        column,
+        func.sum(func.coalesce(Execution.cost_usd, 0.0)),
+        func.max(
+            case((col(Execution.cost_usd).is_not(None), Execution.cost_estimated), else_=False)
+        ),
+        func.sum(func.coalesce(Execution.input_tokens, 0)),
+        func.sum(func.coalesce(Execution.output_tokens, 0)),
+        func.sum(func.coalesce(Execution.cached_tokens, 0)),
+        func.count(),
+        func.sum(unpriced),
+    ).where(col(Execution.started_at).is_not(None), col(column).is_not(None))
+    groups = [None] if keys is None else list(_chunks(sorted(set(keys))))
+    found: dict[str, SpendView] = {}
+    for chunk in groups:
+        part = query if chunk is None else query.where(col(column).in_(chunk))
+        found |= _spend_rows(session, part.group_by(column))
+    if with_models and found:
+        found = _with_models(session, column, found)
+    return found
+
+
+def _spend_rows(session: Session, query: Any) -> dict[str, SpendView]:
+    return {
+        key: SpendView(
+            float(cost or 0), bool(estimated), int(inp or 0), int(out or 0), int(cached or 0),
+            int(runs), int(unpriced or 0),
+        )
+        for key, cost, estimated, inp, out, cached, runs, unpriced in session.exec(query)
+    }  # fmt: skip
+
+
+def _with_models(
+    session: Session, column: Any, spend: dict[str, SpendView]
+) -> dict[str, SpendView]:
+    models: dict[str, set[str]] = {}
+    for chunk in _chunks(sorted(spend)):
+        query = (
+            select(column, Execution.model)
+            .where(col(column).in_(chunk), col(Execution.model).is_not(None))
+            .where(col(Execution.started_at).is_not(None))
+            .distinct()
+        )
+        for key, model in session.exec(query):
+            models.setdefault(key, set()).add(model)
+    return {
+        key: _replace_models(view, tuple(sorted(models.get(key, ()))))
+        for key, view in spend.items()
+    }
+
+
+def _replace_models(view: SpendView, models: tuple[str, ...]) -> SpendView:
+    return SpendView(
+        view.cost_usd, view.estimated, view.input_tokens, view.output_tokens,
+        view.cached_tokens, view.executions, view.unpriced, models,
+    )  # fmt: skip
+
+
+# -- jobs, pull requests, reviews -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    """Where a job's spend stands against its budget (:func:`relay_engine.core.budgets.judge`)."""
+
+    level: str = "none"  # none | ok | warning | exhausted
+    text: str = ""
+    fraction: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PullView:
+    """A job's pull request: where it lives, its state, and why it waits."""
+
+    forge: str
+    state: str
+    base_branch: str
+    head_branch: str
+    head_sha: str | None
+    target: str
+    number: int | None = None
+    url: str | None = None
+    remote: str | None = None
+    mergeable: str | None = None
+    merge_commit: str | None = None
+    note: str | None = None
+    error: str | None = None
+    merge_requested: bool = False
+    last_checked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewView:
+    """A job's latest final review: the head it read, its verdict and findings; ``stale``
+    once the head moved after it."""
+
+    round: int
+    verdict: str | None
+    stale: bool
+    head_sha: str | None = None
+    summary: str | None = None
+    findings: tuple[Mapping[str, Any], ...] = ()
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    id: str
+    title: str
+    state: str
+    mode: str
+    wave_gate: str
+    approved_wave: int
+    priority: str
+    created_at: float
+    objective: str = ""
+    repo_path: str | None = None
+    base_branch: str = "main"
+    job_branch: str | None = None
+    error: str | None = None
+    after: tuple[str, ...] = ()
+    blocked_by: str | None = None
+    """Why a DRAFT job cannot start: an upstream job died ("job a failed")."""
+    auto_merge: bool = False
+    review_enabled: bool = True
+    head_sha: str | None = None
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    pr: PullView | None = None
+    review: ReviewView | None = None
+    spend: SpendView = NO_SPEND
+    budget: BudgetView = BudgetView()
+
+    @property
+    def gated(self) -> bool:
+        return self.wave_gate != "auto"
+
+    @property
+    def shown_state(self) -> str:
+        """A DRAFT job whose upstream died is BLOCKED, as a task is."""
+        return "BLOCKED" if self.state == "DRAFT" and self.blocked_by else self.state
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.budget.level == "exhausted"
+
+
+def read_jobs(
+    session: Session,
+    *,
+    job_ids: Iterable[str] | None = None,
+    spend: Mapping[str, SpendView] | None = None,
+    warn_at: float = 0.8,
+) -> list[JobView]:
+    """Jobs in submission order with their pull request, latest review, spend (summed now
+    unless ``spend`` is given) and budget; of ``job_ids`` when given."""
+    query = select(Job).order_by(col(Job.created_at), col(Job.id))
+    if job_ids is not None:
+        query = query.where(col(Job.id).in_(sorted(set(job_ids))))
+    rows = list(session.exec(query))
+    ids = [row.id for row in rows]
+    if spend is None:
+        spend = spend_by(session, Execution.job_id, ids, with_models=True)
+    pulls = read_pulls(session, ids)
+    return [_job_view(row, *pulls.get(row.id, (None, None)), spend, warn_at) for row in rows]
+
+
+def _job_view(
+    row: Job,
+    pr: PullView | None,
+    review: ReviewView | None,
+    spend: Mapping[str, SpendView],
+    warn_at: float,
+) -> JobView:
+    spent = spend.get(row.id, NO_SPEND)
+    state = judge(
+        Spend(spent.cost_usd, spent.tokens), Cap(row.budget_usd, row.budget_tokens), warn_at
+    )
+    return JobView(
+        id=row.id,
+        title=row.title or row.id,
+        state=str(row.state),
+        mode=row.mode,
+        wave_gate=row.wave_gate,
+        approved_wave=row.approved_wave,
+        priority=row.priority,
+        created_at=row.created_at,
+        objective=row.objective,
+        repo_path=row.repo_path,
+        base_branch=row.base_branch,
+        job_branch=row.job_branch,
+        error=row.error,
+        after=tuple(row.after or ()),
+        blocked_by=row.blocked_by,
+        auto_merge=row.auto_merge,
+        review_enabled=row.review_enabled,
+        head_sha=row.head_sha,
+        budget_usd=row.budget_usd,
+        budget_tokens=row.budget_tokens,
+        pr=pr,
+        review=review,
+        spend=spent,
+        budget=BudgetView(state.level, state.text, round(state.fraction, 4)),
+    )
+
+
+def read_pulls(
+    session: Session, job_ids: Sequence[str]
+) -> dict[str, tuple[PullView | None, ReviewView | None]]:
+    """job id -> its pull request and latest final review (either None when it has none)."""
+    if not job_ids:
+        return {}
+    ids = sorted(set(job_ids))
+    prs = {
+        p.job_id: p
+        for p in session.exec(select(PullRequest).where(col(PullRequest.job_id).in_(ids)))
+    }
+    latest: dict[str, Review] = {}
+    reviews = select(Review).where(col(Review.job_id).in_(ids)).order_by(col(Review.number))
+    for review in session.exec(reviews):
+        latest[review.job_id] = review
+    return {
+        job_id: (
+            _pull_view(prs[job_id]) if job_id in prs else None,
+            _review_view(latest[job_id], prs.get(job_id)) if job_id in latest else None,
+        )
+        for job_id in ids
+    }
+
+
+def merge_target(pr: PullRequest) -> str:
+    """Where a merge of this pull request lands, in words (no I/O: consoles may be remote)."""
+    if pr.forge == "github":
+        return f"{pr.base_branch} on GitHub" + (f" ({pr.url})" if pr.url else "")
+    if pr.remote:
+        return f"{pr.base_branch} on {pr.remote}"
+    return f"{pr.base_branch} in the job's repository (left to you while it is checked out)"
+
+
+def _pull_view(pr: PullRequest) -> PullView:
+    return PullView(
+        forge=pr.forge,
+        state=str(pr.state),
+        base_branch=pr.base_branch,
+        head_branch=pr.head_branch,
+        head_sha=pr.head_sha,
+        target=merge_target(pr),
+        number=pr.number,
+        url=pr.url,
+        remote=pr.remote,
+        mergeable=pr.mergeable,
+        merge_commit=pr.merge_commit,
+        note=pr.note,
+        error=pr.error,
+        merge_requested=pr.merge_requested,
+        last_checked_at=pr.last_checked_at,
+    )
+
+
+def _review_view(review: Review, pr: PullRequest | None) -> ReviewView:
+    current = pr is not None and review.head_sha == pr.head_sha and not review.stale
+    return ReviewView(
+        round=review.number,
+        verdict=review.verdict,
+        stale=review.stale or not current,
+        head_sha=review.head_sha,
+        summary=review.summary,
+        findings=tuple(review.findings or ()),
+        task=review.task_key,
+    )
+
+
+# -- planner rounds -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PlanView:
+    id: int
+    job_id: str
+    round: int
+    trigger: str
+    guidance: str | None
+    status: str
+    objective_status: str | None
+    assessment: str | None
+    error: str | None = None
+    rejection: str | None = None
+    generated_task_ids: tuple[str, ...] = ()
+
+
+def read_plans(session: Session, *, job_ids: Iterable[str] | None = None) -> list[PlanView]:
+    query = select(Plan).order_by(col(Plan.job_id), col(Plan.round))
+    if job_ids is not None:
+        query = query.where(col(Plan.job_id).in_(sorted(set(job_ids))))
+    return [
+        PlanView(
+            id=row.id or 0,
+            job_id=row.job_id,
+            round=row.round,
+            trigger=row.trigger,
+            guidance=row.guidance,
+            status=str(row.status),
+            objective_status=row.objective_status,
+            assessment=row.assessment,
+            error=row.error,
+            rejection=row.rejection,
+            generated_task_ids=tuple(row.generated_task_ids or ()),
+        )
+        for row in session.exec(query)
+    ]
+
+
+# -- executions -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ExecutionView:
+    """One run of a task or planner round: where it ran, how it ended, what it cost."""
+
+    id: str
+    job_id: str
+    task_key: str | None
+    plan_id: int | None
+    agent: str | None
+    provider: str | None
+    attempt: int
+    started_at: float | None
+    ended_at: float | None
+    outcome: str | None
+    exit_code: int | None
+    error: str | None
+    artifact_dir: str | None
+    last_output: str | None
+    model: str | None = None
+    spend: SpendView = NO_SPEND
+    """Known when the CLI reports it, usually at the run's end."""
+
+
+def read_executions(
+    session: Session,
+    *,
+    job_id: str | None = None,
+    task_key: str | None = None,
+    running: bool = False,
+) -> list[ExecutionView]:
+    """Runs oldest first (one not yet started last); only unfinished ones with ``running``."""
+    query = select(Execution)
+    if running:
+        query = query.where(col(Execution.ended_at).is_(None))
+    if job_id is not None:
+        query = query.where(col(Execution.job_id) == job_id)
+    if task_key is not None:
+        query = query.where(col(Execution.task_key) == task_key)
+    query = query.order_by(col(Execution.started_at).asc().nulls_last(), col(Execution.id))
+    return [_execution_view(row) for row in session.exec(query)]
+
+
+def _execution_view(row: Execution) -> ExecutionView:
+    return ExecutionView(
+        id=row.id,
+        job_id=row.job_id,
+        task_key=row.task_key,
+        plan_id=row.plan_id,
+        agent=row.agent,
+        provider=row.provider,
+        attempt=row.attempt,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        outcome=row.outcome,
+        exit_code=row.exit_code,
+        error=row.error,
+        artifact_dir=row.artifact_dir,
+        last_output=row.last_output,
+        model=row.model,
+        spend=SpendView.of_execution(row),
+    )
+
+
+# -- providers and agents -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LimitView:
+    provider: str
+    status: str
+    reset_at: float | None
+    source_text: str | None
+
+
+def read_limits(session: Session) -> list[LimitView]:
+    rows = session.exec(select(ProviderLimit).order_by(col(ProviderLimit.provider)))
+    return [LimitView(r.provider, r.status, r.reset_at, r.source_text) for r in rows]
+
+
+def limited_providers(session: Session) -> dict[str, float]:
+    """Providers marked limited, and until when (selection judges whether that is past)."""
+    rows = session.exec(select(ProviderLimit).where(col(ProviderLimit.status) == "limited"))
+    return {row.provider: row.reset_at or 0.0 for row in rows}
+
+
+def known_agents(session: Session) -> list[AgentRecord]:
+    """Every agent some engine defines, once each (the most recently mirrored row), by id."""
+    latest: dict[str, AgentRecord] = {}
+    for record in session.exec(select(AgentRecord).order_by(col(AgentRecord.updated_at))):
+        latest[record.id] = record
+    return [latest[agent_id] for agent_id in sorted(latest)]
+
+
+def availability_map(session: Session) -> dict[str, Availability]:
+    """Every agent that is not ready, by id (what selection reads)."""
+    rows = session.exec(select(AgentStatus).where(col(AgentStatus.status) != READY))
+    return {row.agent_id: availability_of(row) for row in rows}
+
+
+def availability_of(row: AgentStatus) -> Availability:
+    return Availability(
+        agent_id=row.agent_id, status=row.status, reason=row.reason, fix=row.fix,
+        until=row.until, failures=row.failures,
+    )  # fmt: skip
+
+
+def read_fleet(
+    session: Session,
+    config: RelayConfig | None = None,
+    now: float | None = None,
+    *,
+    pins: Mapping[tuple[str, str, str], str] | None = None,
+) -> FleetView:
+    """What agent selection decides on: limited providers, agents that cannot work (with
+    those whose daily budget is spent, when ``config`` and ``now`` are given), and pins."""
+    availability = availability_map(session)
+    if config is not None and now is not None:
+        availability |= agent_holds(session, config, now)
+    return FleetView(limited_providers(session), availability, pins or {})
+
+
+def active_pins(session: Session, job_ids: Iterable[str]) -> dict[tuple[str, str, str], str]:
+    """(job, workstream, role) -> the agent pinned to it."""
+    query = select(Assignment).where(
+        col(Assignment.job_id).in_(sorted(set(job_ids))), Assignment.status == "active"
+    )
+    return {(a.job_id, a.workstream, a.role): a.agent_id for a in session.exec(query)}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """One agent and whether it can work: status ready, limited (its provider), budget (its
+    daily budget is spent), or why it cannot (auth, unreachable, cli-missing, …)."""
+
+    id: str
+    provider: str
+    enabled: bool
+    status: str
+    reason: str | None
+    fix: str | None
+    until: float | None
+    summary: str  # "ready", "not logged in", "unreachable, probing at 14:32"
+    roles: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "enabled": self.enabled,
+            "status": self.status,
+            "reason": self.reason,
+            "fix": self.fix,
+            "until": self.until,
+        }
+
+
+def agent_rows(
+    session: Session,
+    now: float,
+    agents: Iterable[AgentConfig] | None = None,
+    *,
+    config: RelayConfig | None = None,
+) -> list[AgentRow]:
+    """Every agent with its availability: ``agents`` from config, else as the last engine
+    mirrored them (what a console on another host sees). With ``config``, an agent whose
+    daily budget (or its provider's) is spent shows status "budget"."""
+    states = availability_map(session)
+    limits = {
+        row.provider: row
+        for row in session.exec(select(ProviderLimit).where(ProviderLimit.status == "limited"))
+        if (row.reset_at or 0.0) > now
+    }
+    if agents is None:
+        listed = [
+            (r.id, r.provider, r.enabled, tuple(r.roles or ())) for r in known_agents(session)
+        ]
+    else:
+        listed = [(a.id, a.provider, a.enabled, tuple(a.roles)) for a in agents]
+    held = agent_holds(session, config, now) if config is not None else {}
+    rows = []
+    for agent_id, provider, enabled, roles in listed:
+        row = _agent_row(
+            agent_id, provider, enabled, states.get(agent_id), limits.get(provider), now
+        )
+        hold = held.get(agent_id)
+        if hold is not None and row.status == READY:
+            row = AgentRow(
+                agent_id, provider, enabled, "budget",
+                reason=hold.reason,
+                fix="wait for midnight, or raise daily_budget_usd in relay.toml",
+                until=hold.until,
+                summary=f"daily budget spent until {format_time(hold.until)}",
+            )  # fmt: skip
+        rows.append(_with_roles(row, roles))
+    return rows
+
+
+def _with_roles(row: AgentRow, roles: tuple[str, ...]) -> AgentRow:
+    return AgentRow(
+        row.id, row.provider, row.enabled, row.status, row.reason, row.fix, row.until,
+        row.summary, roles,
+    )  # fmt: skip
+
+
+def _agent_row(
+    agent_id: str,
+    provider: str,
+    enabled: bool,
+    state: Availability | None,
+    limit: ProviderLimit | None,
+    now: float,
+) -> AgentRow:
+    if state is None and limit is not None:  # able to work, but its provider is limited
+        until = limit.reset_at
+        return AgentRow(
+            agent_id,
+            provider,
+            enabled,
+            "limited",
+            limit.source_text,
+            "nothing to do: relay resumes the work at the reset",
+            until,
+            f"limited until {format_time(until)}",
+        )
+    return AgentRow(
+        id=agent_id,
+        provider=provider,
+        enabled=enabled,
+        status=state.status if state else READY,
+        reason=state.reason if state else None,
+        fix=state.fix if state else None,
+        until=state.until if state else None,
+        summary=describe(state, now, format_time),
+    )
