@@ -273,4 +273,7 @@ def test_sim_imports_nothing_else_from_relay() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
-    assert out.stdout.strip() == "['relay_engine', 'relay_engine.agents', 'relay_engine.agents.sim_agent']"
+    assert (
+        out.stdout.strip()
+        == "['relay_engine', 'relay_engine.agents', 'relay_engine.agents.sim_agent']"
+    )
