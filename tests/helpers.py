@@ -115,7 +115,7 @@ class Workspace:
         return Engine(self.path, store=self.store(), **kwargs)
 
     def cli_argv(self, *args: str) -> list[str]:
-        argv = [sys.executable, "-m", "relay_engine.cli.main", "--workspace", str(self.path)]
+        argv = [sys.executable, "-m", "relay_engine.cli", "--workspace", str(self.path)]
         if self.db_url:
             argv += ["--db", self.db_url]
         return [*argv, *args]

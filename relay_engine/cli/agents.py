@@ -6,37 +6,26 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from relay_engine.agents.doctor import diagnose
+from relay_engine.cli.output import console, err, open_store
+from relay_engine.cli.steer import command
 from relay_engine.contracts.config import load_config
-from relay_engine.ops.commands import OperatorCommand, ResetAgent
+from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
 from relay_engine.store.read_model import agent_rows
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True)
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow"}
 
-CommandFactory = Callable[
-    [Callable[[argparse.Namespace], OperatorCommand]], Callable[[argparse.Namespace], int]
-]
 
-
-def add_commands(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    store: Callable[[argparse.Namespace], Store],
-    command: CommandFactory,
-) -> None:
-    """Register the subcommands; ``command`` builds one that applies a durable command."""
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     agents = sub.add_parser("agents", help="agents and whether they can work")
     agents.add_argument("--json", action="store_true")
-    agents.set_defaults(func=lambda a: cmd_agents(a, store(a)))
+    agents.set_defaults(func=lambda a: cmd_agents(a, open_store(a)))
     agent_sub = agents.add_subparsers(dest="agents_command")
     reset = agent_sub.add_parser("reset", help="clear an agent's unavailable state now")
     reset.add_argument("agent")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from relay_engine.cli.output import console, open_store
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.time_format import format_time
 from relay_engine.store.db import Store
@@ -23,18 +23,14 @@ from relay_engine.store.engines import (
     read_engines,
 )
 
-console = Console()
 STATE_STYLES = {"live": "green", "gone": "red"}
 
 
-def add_commands(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    store: Callable[..., Store],
-) -> None:
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     engines = sub.add_parser("engines", help="engines on this database: live, gone, busy")
     engines.add_argument("--json", action="store_true")
     engines.add_argument("--all", action="store_true", help="also engines gone more than a day ago")
-    engines.set_defaults(func=lambda a: cmd_engines(a, store(a, readonly=True)))
+    engines.set_defaults(func=lambda a: cmd_engines(a, open_store(a, readonly=True)))
 
 
 def cmd_engines(args: argparse.Namespace, store: Store) -> int:

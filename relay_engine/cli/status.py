@@ -13,14 +13,22 @@ lists the engines on the database, live and recently gone (see :mod:`relay_engin
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+from rich.table import Table
 from sqlmodel import Session
 
-from relay_engine.contracts.config import EngineConfig
+from relay_engine.cli import engines as cli_engines
+from relay_engine.cli.output import console, err, open_store, workspace_of
+from relay_engine.contracts.config import EngineConfig, load_config
+from relay_engine.contracts.review import finding_lines
+from relay_engine.contracts.time_format import format_time
 from relay_engine.loop.health import low_space
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
@@ -212,3 +220,133 @@ def _plan(plan: PlanView) -> dict[str, Any]:
         "generated_task_ids": list(plan.generated_task_ids),
         "error": plan.error,
     }
+
+
+# -- printing -------------------------------------------------------------------------------
+STATE_STYLES = {
+    "SUCCEEDED": "green",
+    "FAILED": "red",
+    "CANCELLED": "magenta",
+    "RUNNING": "cyan",
+    "QUEUED": "yellow",
+    "PARKED": "blue",
+    "DRAFT": "dim",
+    "ACTIVE": "cyan",
+    "REVIEWING": "yellow",
+    "READY": "green",
+    "MERGED": "green",
+    "CLOSED": "magenta",
+}
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    store = open_store(args, readonly=True)
+    report = report_for(store, args.job, load_config(workspace_of(args)).engine)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print_status(store, report)
+    return 0
+
+
+def report_for(store: Store, job_id: str | None, engine: EngineConfig) -> dict[str, Any]:
+    """The status report, judged by this workspace's lease and budget warning share."""
+    return status_report(
+        store, job_id, lease_seconds=engine.lease_seconds, budget_warn_at=engine.budget_warn_at
+    )
+
+
+def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
+    for held in report["conditions"]:
+        who = f"engine {held['engine']} (pid {held['pid']} on {held['host']})"
+        err.print(f"[yellow]{who if held['engine'] else store.where}: {held['condition']}[/]")
+    if not report["jobs"]:
+        console.print(
+            "no jobs yet: [bold]relay submit JOB.toml[/] (or [bold]relay init[/] for an example)"
+        )
+    for job in report["jobs"]:
+        tasks = [t for t in report["tasks"] if t["job_id"] == job["id"]]
+        console.print(_job_table(job, tasks))
+        for line in execution_lines(tasks):
+            console.print(escape(line), highlight=False, soft_wrap=True)  # whole paths
+    for provider in report["providers"]:
+        if provider["status"] == "limited":
+            reset = format_time(provider["reset_at"])
+            console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
+    for agent in report["agents"]:
+        if agent["status"] not in ("ready", "limited"):  # limits are listed just above
+            console.print(
+                f"agent [bold]{agent['id']}[/] {agent['status']}: {escape(agent['reason'] or '')}"
+                f" [dim]fix: {escape(agent['fix'] or '')}[/]"
+            )
+    if report["engines"]:
+        rows = [EngineRow.from_dict(e) for e in report["engines"]]
+        console.print(cli_engines.engines_table(rows))
+
+
+def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
+    table = Table(
+        title=f"{job['id']}: {job['title']} [{job['state']}]",
+        title_justify="left",
+        caption=escape("\n".join(pull_lines(job))) or None,
+        caption_justify="left",
+    )
+    for column in ("task", "wave", "state", "attempt", "agent", "note"):
+        table.add_column(column)
+    for task in tasks:
+        style = STATE_STYLES.get(task["state"], "")
+        note = task["error"] or task["result"] or ""
+        if task["blocked_by"]:
+            note = f"blocked by {task['blocked_by']}"
+        elif task["waiting_on_provider"]:
+            note = f"waiting on {task['waiting_on_provider']}"
+        table.add_row(
+            task["id"],
+            str(task["wave"]),
+            f"[{style}]{task['state']}[/]",
+            f"{task['attempt']}/{task['max_attempts']}",
+            task["agent"] or "",
+            (note or "")[:80],
+        )
+    return table
+
+
+def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
+    """Where to read why: every run of a task asked about by key, else the artifact folder
+    of each task whose last attempt failed."""
+    lines = []
+    for task in tasks:
+        if "executions" in task:
+            for run in task["executions"]:
+                code = f" (exit {run['exit_code']})" if run["exit_code"] not in (None, 0) else ""
+                lines.append(
+                    f"run {run['id'][:8]} try {run['attempt']} on {run['agent'] or 'no agent'}: "
+                    f"{run['outcome'] or 'running'}{code} {run['error'] or ''}".rstrip()
+                )
+                lines.append(f"  artifacts: {run['artifact_dir'] or 'none'}")
+            continue
+        last = task["last_execution"]
+        if task["error"] and last and last["outcome"] not in (None, "succeeded"):
+            lines.append(f"{task['id']} attempt {last['attempt']} {last['outcome']}: "
+                         f"artifacts in {last['artifact_dir'] or 'none'}")  # fmt: skip
+    return lines
+
+
+def pull_lines(job: dict[str, Any]) -> list[str]:
+    """The pull request and final review of a ``relay status`` job, in a few lines."""
+    pr, review = job.get("pr"), job.get("review")
+    if pr is None:
+        return []
+    number = f" #{pr['number']}" if pr["number"] else ""
+    head = (pr["head_sha"] or "")[:12]
+    line = f"PR {pr['forge']}{number} {pr['state']}: {pr['head_branch']} @ {head} -> "
+    line += pr["base_branch"] + (f" ({pr['mergeable'].lower()})" if pr["mergeable"] else "")
+    lines = [line + (f" {pr['url']}" if pr["url"] else "")]
+    if review is not None:
+        verdict = review["verdict"] or "running"
+        seen = "stale" if review["stale"] else "current head"
+        lines.append(f"review {review['round']}: {verdict} ({seen}) {review['summary'] or ''}")
+        lines += ["  " + line for line in finding_lines(review["findings"])]
+    lines += [f"{label}: {pr[key]}" for key, label in (("note", "waiting"), ("error", "error"))
+              if pr[key]]  # fmt: skip
+    return lines

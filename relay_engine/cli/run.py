@@ -1,0 +1,164 @@
+"""Setting a workspace up and running it: ``relay init``, ``submit``, ``run`` and ``events``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from types import FrameType
+
+from rich.text import Text
+
+from relay_engine.cli.output import console, err, open_store, workspace_of
+from relay_engine.cli.status import print_status, report_for
+from relay_engine.contracts.config import CONFIG_FILE, RelayConfig, load_config
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.core.faults import DatabaseBusy
+from relay_engine.ops.jobs import submit_job
+from relay_engine.ops.upstream import check_batch
+from relay_engine.store.db import Store, default_db_url
+from relay_engine.store.schema import Event
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    workspace = workspace_of(args)
+    workspace.mkdir(parents=True, exist_ok=True)
+    templates = resources.files("relay_engine.cli") / "templates"
+    for name, target in ((CONFIG_FILE, CONFIG_FILE), ("example-job.toml", "example-job.toml")):
+        path = workspace / target
+        if path.exists():
+            console.print(f"[dim]kept existing {path}[/]")
+            continue
+        path.write_text((templates / name).read_text(encoding="utf-8"), encoding="utf-8")
+        console.print(f"wrote {path}")
+    Store(args.db or default_db_url(workspace), create_empty=True)
+    console.print("next: [bold]relay submit example-job.toml && relay run --until-idle[/]")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    config = load_config(workspace_of(args))
+    agents = {a.id for a in config.agents}
+    specs = [
+        load_job_file(
+            Path(f),
+            known_roles=config.roles,
+            known_agents=agents,
+            max_bytes=config.inputs.max_file_bytes,
+            max_input_bytes=config.inputs.max_task_input_bytes,
+        )
+        for f in args.files
+    ]
+    store = open_store(args)
+    check_batch(store, specs)
+    for spec in specs:
+        outcome = submit_job(store, spec, now=time.time(), engine=config.engine)
+        verb = "submitted" if outcome.created else "unchanged (already submitted)"
+        console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from relay_engine.loop.engine import Engine
+
+    config = load_config(workspace_of(args))  # a bad relay.toml is refused before anything opens
+    engine = Engine(workspace_of(args), store=_store_when_free(args, config), config=config)
+    _log_to_stderr()
+    stop = threading.Event()
+
+    interrupted = threading.Event()
+
+    def _interrupt(signum: int, _frame: FrameType | None) -> None:
+        err.print("[yellow]stopping: running agents are released back to the queue[/]")
+        interrupted.set()
+        stop.set()
+        engine.wake()
+
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    engine.subscribe(lambda: None)
+    follower = None if args.quiet else _follow_in_thread(engine.store, stop)
+    ok = engine.run(stop, until_idle=args.until_idle)
+    stop.set()
+    if follower is not None:
+        follower.join(timeout=2)
+    if args.until_idle:
+        print_status(engine.store, report_for(engine.store, None, config.engine))
+    if interrupted.is_set():
+        return 0  # stopping on request, with the work released, is a clean exit
+    return 0 if ok else 1
+
+
+def _store_when_free(args: argparse.Namespace, config: RelayConfig) -> Store:
+    """An engine started while another process holds the database waits its turn."""
+    while True:
+        try:
+            return open_store(args, config=config)
+        except DatabaseBusy:
+            err.print("database busy, retrying", highlight=False)
+            time.sleep(1.0)
+
+
+def _log_to_stderr() -> None:
+    """The engine's own warnings ("database busy, retrying", "disk full: …") reach the operator."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s relay: %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("relay_engine")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+
+
+def _follow_in_thread(store: Store, stop: threading.Event) -> threading.Thread:
+    start = _last_event_id(store)
+
+    def follow() -> None:
+        last = start
+        while True:
+            stopping = stop.is_set()
+            for event in store.events_after(last):
+                last = event.id or last
+                _print_event(event)
+            if stopping:
+                return
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=follow, daemon=True, name="relay-events")
+    thread.start()
+    return thread
+
+
+def _last_event_id(store: Store) -> int:
+    events = store.events_after(0, limit=1_000_000)
+    return events[-1].id if events and events[-1].id else 0
+
+
+def _print_event(event: Event) -> None:
+    line = Text()
+    line.append(time.strftime("%H:%M:%S ", time.localtime(event.at)), style="dim")
+    line.append(
+        f"{event.kind:<18} ", style={"error": "red", "warning": "yellow"}.get(event.level, "")
+    )
+    line.append(event.message)
+    console.print(line)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    store = open_store(args, readonly=True)
+    last = 0
+    if args.limit and not args.follow:
+        events = store.events_after(0, limit=10_000_000)[-args.limit :]
+    else:
+        events = store.events_after(0, limit=10_000_000)
+    for event in events:
+        _print_event(event)
+        last = event.id or last
+    while args.follow:
+        for event in store.events_after(last):
+            _print_event(event)
+            last = event.id or last
+        time.sleep(0.3)
+    return 0
