@@ -19,8 +19,8 @@ from relay_engine.core.failures import (
     FailureClass,
     auth,
     classify_exit,
-    classify_launch_error,
     classify_text,
+    missing,
     rejected,
     unreachable,
 )
@@ -189,8 +189,7 @@ def test_text_classification(text: str, kind: FailureClass | None) -> None:
 
 
 def test_a_missing_executable_is_cli_missing_with_the_install_line() -> None:
-    failure = classify_launch_error("codex", "codex", False, "")
-    assert failure is not None
+    failure = missing("codex", "codex")
     assert failure.kind is FailureClass.CLI_MISSING
     assert "npm install -g @openai/codex" in failure.fix
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from relay_engine.contracts.task_definitions import find_cycles
 from relay_engine.core.scheduler import (
     DispatchPlan,
     TaskFacts,
     dispatch_order,
-    find_cycle,
     plan_dispatch,
     priority_rank,
     readiness,
@@ -213,7 +213,7 @@ def test_waves_long_chain_does_not_recurse():
     n = 10_000
     deps = {f"t{i}": [f"t{i - 1}"] if i else [] for i in range(n)}
     assert waves(deps)[f"t{n - 1}"] == n
-    assert find_cycle(deps) is None
+    assert find_cycles(deps) == []
 
 
 def test_waves_rejects_cycles():
@@ -221,19 +221,27 @@ def test_waves_rejects_cycles():
         waves({"a": ["b"], "b": ["a"]})
 
 
-def test_find_cycle_examples():
-    assert find_cycle({"a": ["b"], "b": ["c"], "c": ["a"]}) == ["a", "b", "c", "a"]
-    assert find_cycle({"c": ["a"], "a": ["b"], "b": ["c"]}) == ["a", "b", "c", "a"]
-    assert find_cycle({"x": ["x"]}) == ["x", "x"]
-    assert find_cycle({"a": ["b"], "b": ["missing"]}) is None
-    assert find_cycle({}) is None
+def test_waves_names_the_cycle():
+    with pytest.raises(ValueError, match=r"dependency cycle: a -> b -> c -> a"):
+        waves({"a": ["b"], "b": ["c"], "c": ["a"]})
+    with pytest.raises(ValueError, match=r"dependency cycle: x -> x"):
+        waves({"x": ["x"]})
 
 
-def test_find_cycle_long_cycle_is_iterative():
+def test_find_cycles_examples():
+    """Each cycle starts at the tangle's first node in the graph's own (file) order."""
+    assert find_cycles({"a": ["b"], "b": ["c"], "c": ["a"]}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"c": ["a"], "a": ["b"], "b": ["c"]}) == [["c", "a", "b", "c"]]
+    assert find_cycles({"x": ["x"]}) == []  # a self-dependency is reported on its own
+    assert find_cycles({"a": ["b"], "b": ["missing"]}) == []
+    assert find_cycles({}) == []
+
+
+def test_find_cycles_long_cycle_is_iterative():
     n = 10_000
     deps = {f"t{i:05d}": [f"t{(i + 1) % n:05d}"] for i in range(n)}
-    cycle = find_cycle(deps)
-    assert cycle is not None and len(cycle) == n + 1
+    (cycle,) = find_cycles(deps)
+    assert len(cycle) == n + 1
     assert cycle[0] == cycle[-1] == "t00000"
 
 
@@ -341,17 +349,18 @@ def test_waves_respect_dependencies(deps):
 
 @settings(max_examples=200, deadline=None)
 @given(deps=dags(30), data=st.data())
-def test_find_cycle_none_on_dags_and_real_cycle_with_back_edge(deps, data):
-    assert find_cycle(deps) is None
+def test_find_cycles_none_on_dags_and_real_cycle_with_back_edge(deps, data):
+    assert find_cycles(deps) == []
     edges = [(t, d) for t, ds in deps.items() for d in ds]
     if not edges:
         return
     high, low = data.draw(st.sampled_from(edges))
     cyclic = {t: list(ds) for t, ds in deps.items()}
     cyclic[low].append(high)  # back edge: low now depends on high, which depends on low
-    cycle = find_cycle(cyclic)
-    assert cycle is not None
-    assert cycle[0] == cycle[-1] == min(cycle)
+    cycles = find_cycles(cyclic)
+    assert cycles
+    cycle = cycles[0]
+    assert cycle[0] == cycle[-1]
     assert len(set(cycle[:-1])) == len(cycle) - 1
     for a, b in itertools.pairwise(cycle):
         assert b in cyclic[a]

@@ -140,9 +140,6 @@ class Problem:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-GraphProblem = Problem
-
-
 def item_label(prefix: str, index: int, raw: object) -> str:
     """``tasks[3] (build)`` when the entry's id is readable, else ``tasks[3]``."""
     label = f"{prefix}[{index}]"

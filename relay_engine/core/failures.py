@@ -256,19 +256,6 @@ def gemini_error_message(text: str) -> str | None:
     return None
 
 
-def classify_launch_error(
-    provider: str, executable: str, found: bool, message: str
-) -> AgentFailure | None:
-    """A process that could not even start: a missing executable is the agent's problem."""
-    if not found:
-        return missing(provider, executable)
-    if "Permission denied" in message:
-        return AgentFailure(
-            FailureClass.CLI_MISSING, _sentence(message), f"make {executable} executable"
-        )
-    return None
-
-
 def _matching_line(pattern: re.Pattern[str], text: str) -> str | None:
     if not text:
         return None

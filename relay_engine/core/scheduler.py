@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from relay_engine.contracts.task_definitions import find_cycles
 from relay_engine.core.states import TaskState
 
 PRIORITIES = ("P0", "P1", "P2", "P3")
@@ -159,49 +160,14 @@ def waves(dependencies: Mapping[str, Iterable[str]]) -> dict[str, int]:
             if pending[t] == 0:
                 frontier.append(t)
     if done < len(deps):
-        cycle = find_cycle(deps) or []
-        raise ValueError(f"dependency cycle: {' -> '.join(cycle)}")
+        raise ValueError(f"dependency cycle: {' -> '.join(_a_cycle(deps))}")
     return wave
 
 
-def find_cycle(dependencies: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """One cycle, following dependency edges (each id depends on the next), rotated to
-    start at its smallest id and closed by repeating it; None if the graph is acyclic.
-    Nodes and edges are visited in sorted order so the answer is deterministic."""
-    deps = {t: sorted(ds) for t, ds in _materialize(dependencies).items()}
-    finished: set[str] = set()
-    for root in sorted(deps):
-        if root in finished:
-            continue
-        cycle = _cycle_from(root, deps, finished)
-        if cycle is not None:
-            start = cycle.index(min(cycle))
-            ring = cycle[start:] + cycle[:start]
-            return [*ring, ring[0]]
-    return None
-
-
-def _cycle_from(root: str, deps: Mapping[str, list[str]], finished: set[str]) -> list[str] | None:
-    """Iterative depth-first search; returns the nodes of the first back edge's cycle."""
-    path: list[str] = [root]
-    on_path: dict[str, int] = {root: 0}
-    cursors: list[int] = [0]
-    while path:
-        node = path[-1]
-        children = deps.get(node, ())
-        if cursors[-1] == len(children):
-            finished.add(node)
-            del on_path[node]
-            path.pop()
-            cursors.pop()
-            continue
-        child = children[cursors[-1]]
-        cursors[-1] += 1
-        if child in on_path:
-            return path[on_path[child] :]
-        if child in finished or child not in deps:
-            continue
-        on_path[child] = len(path)
-        path.append(child)
-        cursors.append(0)
-    return None
+def _a_cycle(deps: Mapping[str, Iterable[str]]) -> list[str]:
+    """A cycle to name in the error: a task that depends on itself, else the first tangle."""
+    looped = next((t for t, ds in deps.items() if t in ds), None)
+    if looped is not None:
+        return [looped, looped]
+    cycles = find_cycles(deps)
+    return cycles[0] if cycles else []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from relay_engine.contracts.job_file import JobSpec
+from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import (
     Problem,
     external_deps,
@@ -104,10 +105,14 @@ def batch_graph(specs: Sequence[JobSpec]) -> dict[str, list[str]]:
     graph: dict[str, list[str]] = {}
     for spec in specs:
         job_id = spec.job.id
-        graph[job_id] = [f"{job_id}/{t.id}" for t in spec.tasks]
+        graph[job_id] = [task_key(job_id, t.id) for t in spec.tasks]
         for task in spec.tasks:
-            deps = [f"{job_id}/{d}" for d in local_deps(task.depends_on)]
-            graph[f"{job_id}/{task.id}"] = [*deps, *external_deps(task.depends_on), *spec.job.after]
+            deps = [task_key(job_id, d) for d in local_deps(task.depends_on)]
+            graph[task_key(job_id, task.id)] = [
+                *deps,
+                *external_deps(task.depends_on),
+                *spec.job.after,
+            ]
     return graph
 
 

@@ -294,7 +294,7 @@ class Engine:
             changed |= resume_parked(self.store, now)
             changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
             changed |= self.pulls.tick(now)
-            changed |= self.plan(now)
+            changed |= self.rounds.tick(now)
             changed |= promote_ready(self.store, now, self._gated())
         changed |= self.reaper.reap(now, fence=full)
         changed |= self._finish_jobs(now)
@@ -310,9 +310,6 @@ class Engine:
         due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
         return due or self._command_waiting.is_set()
 
-    def plan(self, now: float) -> bool:
-        return self.rounds.tick(now)
-
     def _gated(self) -> frozenset[str]:
         with self.store.read() as session:
             return gated_keys(session)
@@ -326,12 +323,9 @@ class Engine:
         active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
         with self.store.read() as session:
             query = select(Task.key).where(col(Task.state).in_(active), waking).limit(1)
-            if session.exec(query).first() is not None or self._planning_active(session):
+            if session.exec(query).first() is not None or self.rounds.planning_active(session):
                 return False
         return not self.pulls.busy(self.clock())
-
-    def _planning_active(self, session: Session) -> bool:
-        return self.rounds.planning_active(session)
 
     def all_jobs_succeeded(self) -> bool:
         with self.store.read() as session:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
+from relay_engine.contracts.keys import task_key
 from relay_engine.core.scheduler import readiness
 from relay_engine.core.states import ACTIVE_TASK_STATES, JobState, TaskState
 from relay_engine.loop.dispatch import task_facts
@@ -33,15 +34,15 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
             return False
         waiting, blocked_upstream = hold_for_other_jobs(session, drafts)
         drafts = [t for t in drafts if t.key not in waiting]
-        dep_keys = {f"{t.job_id}/{d}" for t in drafts for d in t.dependencies}
+        dep_keys = {task_key(t.job_id, d) for t in drafts for d in t.dependencies}
         deps = tasks_by_key(session, dep_keys)
     states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
     decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
     transitive = blocked_upstream | {
-        t.key: deps[f"{t.job_id}/{d}"].blocked_by
+        t.key: deps[task_key(t.job_id, d)].blocked_by
         for t in drafts
         for d in t.dependencies
-        if f"{t.job_id}/{d}" in deps and deps[f"{t.job_id}/{d}"].blocked_by
+        if task_key(t.job_id, d) in deps and deps[task_key(t.job_id, d)].blocked_by
     }
     if not decision.to_queue and not decision.blocked and not transitive:
         return False

@@ -13,6 +13,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts import troubleshooter
+from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.limits import effective_reset
 from relay_engine.core.outcomes import Outcome, OutcomeKind
@@ -276,7 +277,7 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
     ]
     if not drafts:
         return []
-    dep_keys = {f"{task.job_id}/{d}" for t in drafts for d in t.dependencies}
+    dep_keys = {task_key(task.job_id, d) for t in drafts for d in t.dependencies}
     states = {t.task_id: t.state for t in tasks_by_key(session, dep_keys).values()}
     states[task.task_id] = TaskState.SUCCEEDED
     released = []

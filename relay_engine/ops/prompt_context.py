@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts import troubleshooter
+from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.prompts import (
     MEMORY_NOTES_IN_PROMPT,
     DependencyResult,
@@ -21,7 +22,7 @@ from relay_engine.store.task_rows import tasks_by_key
 def prompt_context(
     session: Session, workspace: Path, task: Task, job: Job | None, provider: str
 ) -> PromptParts:
-    deps = tasks_by_key(session, [f"{task.job_id}/{d}" for d in task.dependencies])
+    deps = tasks_by_key(session, [task_key(task.job_id, d) for d in task.dependencies])
     results = [
         DependencyResult(d.task_id, d.title, d.result_summary)
         for d in sorted(deps.values(), key=lambda t: t.task_id)

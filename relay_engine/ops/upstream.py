@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts.job_file import JobFileError, JobSpec
+from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import Problem, external_deps
 from relay_engine.core.states import JobState, TaskState
 from relay_engine.core.upstream import (
@@ -45,7 +46,7 @@ def check_batch(store: Store, specs: Sequence[JobSpec]) -> None:
             session.exec(select(Task.key).where(col(Task.job_id).in_(sorted(wanted))))
         )
     known_jobs = stored_jobs | {s.job.id for s in specs}
-    known_tasks = stored_tasks | {f"{s.job.id}/{t.id}" for s in specs for t in s.tasks}
+    known_tasks = stored_tasks | {task_key(s.job.id, t.id) for s in specs for t in s.tasks}
     for spec in specs:
         problems = reference_problems(spec, known_jobs, known_tasks)
         if problems:

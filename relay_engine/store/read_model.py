@@ -217,12 +217,12 @@ def spend_by(
     ``Execution.task_key``); ``keys`` limits the groups read (None: all)."""
     tokens = func.coalesce(Execution.input_tokens, 0) + func.coalesce(Execution.output_tokens, 0)
     unpriced = case((col(Execution.cost_usd).is_(None) & (tokens > 0), 1), else_=0)
+    priced = col(Execution.cost_usd).is_not(None)
+    estimated = case((priced & col(Execution.cost_estimated), 1), else_=0)  # no max(bool) in PG
     query = select(
         column,
         func.sum(func.coalesce(Execution.cost_usd, 0.0)),
-        func.max(
-            case((col(Execution.cost_usd).is_not(None), Execution.cost_estimated), else_=False)
-        ),
+        func.max(estimated),
         func.sum(func.coalesce(Execution.input_tokens, 0)),
         func.sum(func.coalesce(Execution.output_tokens, 0)),
         func.sum(func.coalesce(Execution.cached_tokens, 0)),
