@@ -17,15 +17,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from modelstub import (
+    ModelStub,
+    ToolCall,
+    Turn,
+    call,
+    calls,
+    rate_limited,
+    say,
+    unified_limit_headers,
+)
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures" / "realcli"
@@ -34,14 +49,31 @@ GONE_SESSION = "3f2a9c1e-4b7d-4e2a-9c3b-8d1e5f6a7b90"  # resumed, but never crea
 _ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d[:-]\d\d[:-]\d\d(?:[.-]\d+)?Z?")
 
 
+Answer = Callable[[dict], list[dict]]
+
+
 @dataclass(frozen=True)
 class Scenario:
+    """One recorded run. With a ``script`` the CLI talks to a ModelStub: ``@URL@``, ``@HOME@``
+    and ``@CWD@`` in env values, ``files`` (written under HOME) and argv are replaced by the
+    stub's base URL and the run's folders. ``stdin`` lines are sent first; ``answer`` sees
+    every JSON line the CLI prints and returns the lines to send back; stdin is closed once
+    ``done`` says so. ``prelude`` is a first run in the same HOME whose session id becomes
+    ``@SESSION@`` in argv (for resume)."""
+
     name: str
     argv: tuple[str, ...]
     git: bool = True
     env: dict[str, str] = field(default_factory=dict)
     stop_after: float = 60.0
     note: str = ""
+    script: tuple[Turn, ...] | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    stdin: tuple[dict, ...] | None = None
+    answer: Answer | None = None
+    done: Callable[[dict], bool] | None = None
+    prelude: tuple[str, ...] | None = None
+    prelude_script: tuple[Turn, ...] = ()
 
 
 SCENARIOS = (
@@ -148,6 +180,194 @@ SCENARIOS = (
     Scenario("gemini-version", ("gemini", "--version")),
 )  # fmt: skip
 
+STUB_KEY = "sk-stub-not-a-key"
+CLAUDE_STUB = {"ANTHROPIC_BASE_URL": "@URL@", "ANTHROPIC_API_KEY": STUB_KEY}
+CLAUDE_SUBSCRIPTION = {
+    "ANTHROPIC_BASE_URL": "@URL@",
+    "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-stub",
+}
+CLAUDE_P = (
+    "claude",
+    "-p",
+    "Write hello.txt, then show it",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--permission-mode",
+    "acceptEdits",
+)
+CLAUDE_STDIO = (
+    "claude",
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--input-format",
+    "stream-json",
+    "--permission-prompt-tool",
+    "stdio",
+    "--permission-mode",
+    "acceptEdits",
+)
+USER_LINE = {
+    "type": "user",
+    "message": {"role": "user", "content": "Run the checks"},
+    "parent_tool_use_id": None,
+    "session_id": "",
+}
+
+
+def bash(command: str) -> ToolCall:
+    return ToolCall("Bash", {"command": command, "description": command})
+
+
+def is_result(event: dict) -> bool:
+    return event.get("type") == "result"
+
+
+def control_answers(*decisions: dict) -> Answer:
+    """Answer claude's can_use_tool requests in turn with these decisions (then deny)."""
+    left = list(decisions)
+
+    def answer(event: dict) -> list[dict]:
+        request = event.get("request") or {}
+        if event.get("type") != "control_request" or request.get("subtype") != "can_use_tool":
+            return []
+        decision = left.pop(0) if left else {"behavior": "deny", "message": "no more answers"}
+        if decision.get("behavior") == "allow" and "updatedInput" not in decision:
+            decision = {**decision, "updatedInput": request.get("input", {})}
+        response = {"subtype": "success", "request_id": event["request_id"], "response": decision}
+        return [{"type": "control_response", "response": response}]
+
+    return answer
+
+
+QUESTION = {
+    "questions": [
+        {
+            "question": "Which database should the tests use?",
+            "header": "Database",
+            "multiSelect": False,
+            "options": [
+                {"label": "SQLite", "description": "a file"},
+                {"label": "PostgreSQL", "description": "a server"},
+            ],
+        }
+    ]
+}
+
+CLAUDE_STUB_SCENARIOS = (
+    Scenario(
+        "claude-stub-write-and-bash",
+        CLAUDE_P,
+        env=CLAUDE_STUB,
+        script=(call("Write", {"file_path": "hello.txt", "content": "hello from the stub\n"}),
+                calls(bash("cat hello.txt && echo ran-ok"), bash("python3 -c 'print(6*7)'")),
+                say("Wrote hello.txt and showed it.")),
+        note="acceptEdits: Write and a read-only Bash run; python3 is refused without asking",
+    ),
+    Scenario(
+        "claude-stub-control-allow-deny",
+        CLAUDE_STDIO,
+        env=CLAUDE_STUB,
+        script=(calls(bash("python3 -c 'print(6*7)'"), bash("npm test")),
+                say("One ran, one was refused.")),
+        stdin=(USER_LINE,),
+        answer=control_answers({"behavior": "allow"},
+                               {"behavior": "deny", "message": "The operator refused: not now"}),
+        done=is_result,
+        note="can_use_tool answered allow (python3), then deny (npm test); stdin closed after result",
+    ),
+    Scenario(
+        "claude-stub-control-initialize",
+        CLAUDE_STDIO,
+        env=CLAUDE_STUB,
+        script=(say("Hello."),),
+        stdin=({"type": "control_request", "request_id": "relay-init-1",
+                "request": {"subtype": "initialize", "hooks": None}}, USER_LINE),
+        done=is_result,
+        note="an initialize control_request first (optional: the other stdio runs skip it)",
+    ),
+    Scenario(
+        "claude-stub-ask-user-question",
+        CLAUDE_STDIO,
+        env=CLAUDE_STUB,
+        script=(call("AskUserQuestion", QUESTION), say("Using SQLite.")),
+        stdin=(USER_LINE,),
+        answer=control_answers({"behavior": "allow", "updatedInput": {
+            **QUESTION, "answers": {"Which database should the tests use?": "SQLite"}}}),
+        done=is_result,
+        note="AskUserQuestion arrives as can_use_tool; the answer goes back in updatedInput.answers",
+    ),
+    Scenario(
+        "claude-stub-allowed-disallowed-rules",
+        (*CLAUDE_STDIO, "--allowedTools", "Bash(python3 -c:*)", "--disallowedTools",
+         "Bash(npm test:*)"),
+        env=CLAUDE_STUB,
+        script=(calls(bash("python3 -c 'print(6*7)'"), bash("npm test"), bash("node -e 1")),
+                say("Done.")),
+        stdin=(USER_LINE,),
+        answer=control_answers({"behavior": "deny", "message": "The operator refused node"}),
+        done=is_result,
+        note="rules decided by claude itself: only `node -e 1` reaches can_use_tool (denied)",
+    ),
+    Scenario(
+        "claude-stub-resume",
+        (*CLAUDE_P[:2], "What did you write?", *CLAUDE_P[3:], "--resume", "@SESSION@"),
+        env=CLAUDE_STUB,
+        prelude=CLAUDE_P,
+        prelude_script=(call("Write", {"file_path": "hello.txt", "content": "hi\n"}),
+                        say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        note="a second run with --resume SESSION: the stub sees the first run's messages again",
+    ),
+    Scenario(
+        "claude-stub-429-two-retries",
+        CLAUDE_P,
+        env={**CLAUDE_STUB, "CLAUDE_CODE_MAX_RETRIES": "2"},
+        script=(rate_limited(retry_after=1),),
+        note="a 429 on every request; CLAUDE_CODE_MAX_RETRIES=2 shortens the retries",
+    ),
+    Scenario(
+        "claude-stub-429-then-ok",
+        CLAUDE_P,
+        env=CLAUDE_STUB,
+        script=(rate_limited(retry_after=1, times=1), say("Recovered.")),
+        note="one 429 (retry-after 1), then an answer",
+    ),
+    Scenario(
+        "claude-stub-429-default-retries",
+        CLAUDE_P,
+        env=CLAUDE_STUB,
+        script=(rate_limited(retry_after=1),),
+        stop_after=900.0,
+        note="a 429 on every request, claude's own retry policy (retry-after: 1)",
+    ),
+    Scenario(
+        "claude-stub-subscription-limit",
+        CLAUDE_P,
+        env=CLAUDE_SUBSCRIPTION,
+        script=(rate_limited(retry_after=1, headers=unified_limit_headers("rejected", 1.0)),),
+        note="OAuth (subscription) auth and a 429 with anthropic-ratelimit-unified-* rejected",
+    ),
+    Scenario(
+        "claude-stub-subscription-warning",
+        CLAUDE_P,
+        env=CLAUDE_SUBSCRIPTION,
+        script=(say("Hello.", headers=unified_limit_headers("allowed_warning", 0.92)),),
+        note="OAuth auth, a 200 with unified headers past the 5h warning threshold",
+    ),
+    Scenario(
+        "claude-stub-api-key-unified-headers",
+        CLAUDE_P,
+        env={**CLAUDE_STUB, "CLAUDE_CODE_MAX_RETRIES": "1"},
+        script=(rate_limited(retry_after=1, headers=unified_limit_headers("rejected", 1.0)),),
+        note="API-key auth ignores the unified headers: no rate_limit_event",
+    ),
+)  # fmt: skip
+
+SCENARIOS = SCENARIOS + CLAUDE_STUB_SCENARIOS
+
 
 def _folder(root: Path, git: bool) -> Path:
     work = root / ("repo" if git else "plain")
@@ -177,55 +397,179 @@ def _scrub(text: str, replacements: dict[str, str]) -> str:
     return _ISO_TIME.sub("2026-01-01T00:00:00.000Z", text)
 
 
+SESSION_ID = re.compile(r'"(?:session_id|thread_id|sessionID|sessionId)"\s*:\s*"([^"]+)"')
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for token, value in values.items():
+        text = text.replace(token, value)
+    return text
+
+
+def _converse(proc: subprocess.Popen, scenario: Scenario, deadline: float) -> bytes:
+    """Feed ``stdin``, answer what the CLI prints, close stdin when ``done``; return stdout."""
+    lines: queue.Queue[bytes | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    out = b""
+
+    def send(messages: list[dict]) -> None:
+        for message in messages:
+            proc.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    send(list(scenario.stdin or ()))
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        out += line
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or proc.stdin.closed:  # type: ignore[union-attr]
+            continue
+        if scenario.answer:
+            send(scenario.answer(event))
+        if scenario.done and scenario.done(event):
+            proc.stdin.close()  # type: ignore[union-attr]
+    return out
+
+
+def _run(
+    scenario: Scenario, argv: list[str], work: Path, env: dict[str, str]
+) -> tuple[bytes, bytes, int | None, float, bool]:
+    interactive = scenario.stdin is not None
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv, cwd=work, env=env, stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    stopped = False
+    try:
+        if interactive:
+            err_chunks: list[bytes] = []
+            reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()))
+            reader.start()
+            out = _converse(proc, scenario, started + scenario.stop_after)
+            proc.wait(timeout=max(0.1, started + scenario.stop_after - time.monotonic()))
+            reader.join(timeout=30)
+            err = b"".join(err_chunks)
+        else:
+            out, err = proc.communicate(timeout=scenario.stop_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        out2, err = proc.communicate(timeout=30)
+        out = (out if interactive else b"") + (out2 or b"")
+        stopped = True
+    return out, err, proc.returncode, time.monotonic() - started, stopped
+
+
 def record(scenario: Scenario, cli_dir: Path) -> dict[str, object]:
+    stub = ModelStub(list(scenario.prelude_script)).start() if scenario.script is not None else None
+    try:
+        return _record(scenario, cli_dir, stub)
+    finally:
+        if stub:
+            stub.close()
+
+
+def _record(scenario: Scenario, cli_dir: Path, stub: ModelStub | None) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="relay-rec-") as tmp:
         root = Path(tmp).resolve()
         home = root / "home"
         home.mkdir()
         work = _folder(root, scenario.git)
+        values = {"@URL@": stub.url if stub else "", "@HOME@": str(home), "@CWD@": str(work)}
+        for relative, text in scenario.files.items():
+            target = home / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_fill(text, values), encoding="utf-8")
         env = {
             "PATH": f"{cli_dir / 'node_modules' / '.bin'}:{os.environ.get('PATH', '')}",
             "HOME": str(home),
             "LANG": "C.UTF-8",
-            **scenario.env,
+            **{name: _fill(value, values) for name, value in scenario.env.items()},
         }
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            scenario.argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
-        stopped = False
-        try:
-            out, err = proc.communicate(timeout=scenario.stop_after)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            out, err = proc.communicate(timeout=30)
-            stopped = True
-        seconds = time.monotonic() - started
+        prelude = None
+        if scenario.prelude and stub:
+            argv = [_fill(a, values) for a in scenario.prelude]
+            first, _, code, _, _ = _run(replace(scenario, stdin=None), argv, work, env)
+            found = SESSION_ID.search(first.decode("utf-8", errors="replace"))
+            values["@SESSION@"] = found.group(1) if found else "no-session-id-found"
+            prelude = {"argv": list(scenario.prelude), "exit_code": code}
+            prelude["session_id"] = values["@SESSION@"]
+            prelude["requests"] = len(stub.requests)
+        if stub:
+            stub.script(list(scenario.script or ()))
+        argv = [_fill(a, values) for a in scenario.argv]
+        out, err, code, seconds, stopped = _run(scenario, argv, work, env)
         replacements = {
             str(home): "$HOME",
             str(work): "$CWD",
             str(root): "$TMP",
             str(cli_dir): "$CLI_DIR",
             str(Path.home()): "$REAL_HOME",
-            **{value: f"${name}" for name, value in scenario.env.items()},
+            **({stub.url: "$STUB_URL", f"127.0.0.1:{stub.port}": "$STUB_HOST"} if stub else {}),
+            **{
+                _fill(value, values): f"${name}"
+                for name, value in scenario.env.items()
+                if "@" not in value
+            },
         }
         target = FIXTURES / scenario.name
         target.mkdir(parents=True, exist_ok=True)
         for name, data in (("stdout.txt", out), ("stderr.txt", err)):
             text = data.decode("utf-8", errors="replace")
             (target / name).write_text(_scrub(text, replacements), encoding="utf-8")
-        meta = {
+        meta: dict[str, object] = {
             "argv": list(scenario.argv),
             "git_repo": scenario.git,
             "env": sorted(scenario.env),
-            "exit_code": proc.returncode,
+            "exit_code": code,
             "seconds": round(seconds, 1),
             "stopped_by_recorder": stopped,
             "note": scenario.note,
         }
+        if stub:
+            meta |= _stub_meta(scenario, stub, prelude, replacements)
         (target / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         return meta
+
+
+def _history(body: dict) -> int:
+    """How many messages/items the request carried (a resumed session carries the old ones)."""
+    for key in ("messages", "input", "contents"):
+        if isinstance(body.get(key), list):
+            return len(body[key])
+    return 0
+
+
+def _stub_meta(
+    scenario: Scenario, stub: ModelStub, prelude: dict | None, replacements: dict[str, str]
+) -> dict[str, object]:
+    """What the model stub saw: the requests (no bodies: they are large) and tool results."""
+    requests = [
+        {"method": r.method, "path": r.path, "api": r.api, "turn": r.turn, "status": r.status}
+        | ({"history": _history(r.body)} if isinstance(r.body, dict) else {})
+        for r in stub.requests
+    ]
+    results = [
+        {"tool": r.name, "output": _scrub(r.output, replacements), "is_error": r.is_error}
+        for r in stub.tool_results()
+    ]
+    files = {relative: _scrub(text, replacements) for relative, text in scenario.files.items()}
+    stub_meta = {"requests": requests, "tool_results": results, "home_files": files}
+    return {"model_stub": stub_meta, **({"prelude": prelude} if prelude else {})}
 
 
 def main() -> int:
