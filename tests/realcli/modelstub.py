@@ -115,6 +115,32 @@ def unified_limit_headers(status: str = "allowed_warning", utilization: float = 
     }
 
 
+def codex_limit_headers(used_percent: float = 91.0) -> dict[str, str]:
+    """The ``x-codex-*`` plan-usage headers (5-hour primary, weekly secondary window)."""
+    now = int(time.time())
+    return {
+        "x-codex-primary-used-percent": str(used_percent),
+        "x-codex-primary-window-minutes": "300",
+        "x-codex-primary-reset-at": str(now + 3600),
+        "x-codex-primary-reset-after-seconds": "3600",
+        "x-codex-secondary-used-percent": "40.0",
+        "x-codex-secondary-window-minutes": "10080",
+        "x-codex-secondary-reset-at": str(now + 5 * 86400),
+        "x-codex-secondary-reset-after-seconds": str(5 * 86400),
+    }
+
+
+def usage_limit(times: int = 0) -> Turn:
+    """codex's plan limit: a 429 ``usage_limit_reached`` with the x-codex headers at 100%."""
+    return Turn(
+        status=429,
+        message="You've hit your usage limit (stub).",
+        error_type="usage_limit_reached",
+        headers={"retry-after": "3600", **codex_limit_headers(100.0)},
+        times=times,
+    )
+
+
 @dataclass
 class Request:
     method: str
@@ -395,10 +421,7 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             }
         else:
-            code = "rate_limit_exceeded" if turn.status == 429 else "server_error"
-            body = {
-                "error": {"message": turn.message, "type": "requests", "param": None, "code": code}
-            }
+            body = {"error": _openai_error(turn)}
         self._json(turn.status, body, headers)
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
@@ -414,6 +437,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+
+def _openai_error(turn: Turn) -> dict[str, Any]:
+    if turn.error_type == "usage_limit_reached":  # what codex gets on a ChatGPT plan
+        resets = int(time.time()) + 3600
+        return {"type": turn.error_type, "message": turn.message, "plan_type": "plus",
+                "resets_at": resets}  # fmt: skip
+    code = "rate_limit_exceeded" if turn.status == 429 else "server_error"
+    return {"message": turn.message, "type": "requests", "param": None, "code": code}
 
 
 def _limit_headers(api: str, turn: Turn) -> dict[str, str]:

@@ -37,9 +37,11 @@ from modelstub import (
     Turn,
     call,
     calls,
+    codex_limit_headers,
     rate_limited,
     say,
     unified_limit_headers,
+    usage_limit,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -366,7 +368,100 @@ CLAUDE_STUB_SCENARIOS = (
     ),
 )  # fmt: skip
 
-SCENARIOS = SCENARIOS + CLAUDE_STUB_SCENARIOS
+
+def codex_config(retries: int | None = 1) -> dict[str, str]:
+    """CODEX_HOME/config.toml with the stub as provider; ``retries`` None keeps codex's own."""
+    tries = (
+        ""
+        if retries is None
+        else (f"request_max_retries = {retries}\nstream_max_retries = {retries}\n")
+    )
+    return {
+        ".tmp/.keep": "",
+        ".codex/config.toml": (
+            'model = "gpt-5.5"\nmodel_provider = "stub"\n\n[model_providers.stub]\n'
+            'name = "Model stub"\nbase_url = "@URL@/v1"\nenv_key = "STUB_API_KEY"\n'
+            f'wire_api = "responses"\n{tries}'
+        ),
+    }
+
+
+CODEX_ENV = {"STUB_API_KEY": STUB_KEY, "CODEX_HOME": "@HOME@/.codex", "TMPDIR": "@HOME@/.tmp"}
+CODEX_EXEC = ("codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write")
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the stub\n*** End Patch\n"
+
+
+def exec_command(cmd: str) -> ToolCall:
+    return ToolCall("exec_command", {"cmd": cmd, "yield_time_ms": 2000})
+
+
+CODEX_STUB_SCENARIOS = (
+    Scenario(
+        "codex-stub-patch-and-command",
+        (*CODEX_EXEC, "Write hello.txt, then show it"),
+        env=CODEX_ENV,
+        files=codex_config(),
+        script=(call("apply_patch", PATCH), call("exec_command", {"cmd": "cat hello.txt && echo ran-ok"}),
+                say("Wrote hello.txt and showed it.", headers=codex_limit_headers(91.0))),
+        note="apply_patch (freeform custom tool) adds a file, exec_command runs a command",
+    ),
+    Scenario(
+        "codex-stub-outside-workspace",
+        (*CODEX_EXEC, "Touch a file outside the workspace"),
+        env=CODEX_ENV,
+        files=codex_config(),
+        script=(call("exec_command", {"cmd": "touch /relay-outside.txt && echo wrote-outside"}),
+                say("Tried.")),
+        note="workspace-write sandbox: a write outside the workspace; exec mode never asks",
+    ),
+    Scenario(
+        "codex-stub-resume",
+        (*CODEX_EXEC, "resume", "@SESSION@", "What did you write?"),
+        env=CODEX_ENV,
+        files=codex_config(),
+        prelude=(*CODEX_EXEC, "Write hello.txt"),
+        prelude_script=(call("apply_patch", PATCH), say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        note="codex exec resume THREAD: the stub sees the first run's items again",
+    ),
+    Scenario(
+        "codex-stub-429-one-retry",
+        (*CODEX_EXEC, "Say hello"),
+        env=CODEX_ENV,
+        files=codex_config(1),
+        script=(rate_limited(retry_after=1),),
+        stop_after=300.0,
+        note="a 429 on every request; request_max_retries = stream_max_retries = 1",
+    ),
+    Scenario(
+        "codex-stub-429-default-retries",
+        (*CODEX_EXEC, "Say hello"),
+        env=CODEX_ENV,
+        files=codex_config(None),
+        script=(rate_limited(retry_after=1),),
+        stop_after=900.0,
+        note="a 429 on every request, codex's own retry settings",
+    ),
+    Scenario(
+        "codex-stub-429-then-ok",
+        (*CODEX_EXEC, "Say hello"),
+        env=CODEX_ENV,
+        files=codex_config(1),
+        script=(rate_limited(retry_after=1, times=1), say("Recovered.")),
+        note="one 429 (retry-after 1), then an answer",
+    ),
+    Scenario(
+        "codex-stub-usage-limit",
+        (*CODEX_EXEC, "Say hello"),
+        env=CODEX_ENV,
+        files=codex_config(1),
+        script=(usage_limit(),),
+        stop_after=300.0,
+        note="429 usage_limit_reached with x-codex-* headers at 100% (a ChatGPT plan's limit)",
+    ),
+)  # fmt: skip
+
+SCENARIOS = SCENARIOS + CLAUDE_STUB_SCENARIOS + CODEX_STUB_SCENARIOS
 
 
 def _folder(root: Path, git: bool) -> Path:
