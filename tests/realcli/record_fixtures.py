@@ -244,6 +244,11 @@ def control_answers(*decisions: dict) -> Answer:
     return answer
 
 
+INITIALIZE = {
+    "type": "control_request",
+    "request_id": "relay-init-1",
+    "request": {"subtype": "initialize", "hooks": None},
+}
 QUESTION = {
     "questions": [
         {
@@ -285,8 +290,7 @@ CLAUDE_STUB_SCENARIOS = (
         CLAUDE_STDIO,
         env=CLAUDE_STUB,
         script=(say("Hello."),),
-        stdin=({"type": "control_request", "request_id": "relay-init-1",
-                "request": {"subtype": "initialize", "hooks": None}}, USER_LINE),
+        stdin=(INITIALIZE, USER_LINE),
         done=is_result,
         note="an initialize control_request first (optional: the other stdio runs skip it)",
     ),
@@ -461,7 +465,140 @@ CODEX_STUB_SCENARIOS = (
     ),
 )  # fmt: skip
 
-SCENARIOS = SCENARIOS + CLAUDE_STUB_SCENARIOS + CODEX_STUB_SCENARIOS
+NEW_CLI_SCENARIOS = (
+    Scenario(
+        "opencode-offline",
+        ("opencode", "run", "--format", "json", PROMPT),
+        stop_after=150.0,
+        note="no provider configured, no network",
+    ),
+    Scenario(
+        "opencode-resume-gone",
+        ("opencode", "run", "--format", "json", "--session", "ses_relayfixturegone0000000", PROMPT),
+        stop_after=150.0,
+        note="a session id this HOME never saw",
+    ),
+    Scenario("opencode-unknown-flag", ("opencode", "run", "--relay-bogus-flag", PROMPT)),
+    Scenario("opencode-help", ("opencode", "--help")),
+    Scenario("opencode-run-help", ("opencode", "run", "--help")),
+    Scenario("opencode-version", ("opencode", "--version")),
+    Scenario(
+        "qwen-not-logged-in",
+        ("qwen", "-p", PROMPT, "--output-format", "stream-json", "--approval-mode", "auto-edit"),
+    ),
+    Scenario(
+        "qwen-resume-gone",
+        ("qwen", "-p", PROMPT, "--output-format", "stream-json", "--resume", GONE_SESSION),
+        note="a session id this HOME never saw",
+    ),
+    Scenario("qwen-unknown-flag", ("qwen", "-p", PROMPT, "--relay-bogus-flag")),
+    Scenario("qwen-help", ("qwen", "--help")),
+    Scenario("qwen-version", ("qwen", "--version")),
+    Scenario("copilot-not-logged-in", ("copilot", "-p", PROMPT, "--allow-all-tools")),
+    Scenario(
+        "copilot-not-logged-in-json",
+        ("copilot", "-p", PROMPT, "--allow-all-tools", "--output-format", "json"),
+    ),
+    Scenario(
+        "copilot-resume-gone",
+        ("copilot", "-p", PROMPT, "--allow-all-tools", "--resume", GONE_SESSION),
+        note="a session id this HOME never saw",
+    ),
+    Scenario("copilot-unknown-flag", ("copilot", "-p", PROMPT, "--relay-bogus-flag")),
+    Scenario("copilot-help", ("copilot", "--help")),
+    Scenario("copilot-help-providers", ("copilot", "help", "providers")),
+    Scenario("copilot-version", ("copilot", "--version")),
+)  # fmt: skip
+
+QWEN_ENV = {"OPENAI_BASE_URL": "@URL@/v1", "OPENAI_API_KEY": STUB_KEY, "OPENAI_MODEL": "stub-model"}
+QWEN_P = (
+    "qwen",
+    "-p",
+    "Write hello.txt, then show it",
+    "--output-format",
+    "stream-json",
+    "--auth-type",
+    "openai",
+)
+QWEN_WRITE = call(
+    "write_file", {"file_path": "@CWD@/hello.txt", "content": "hello from the stub\n"}
+)
+QWEN_SHELL = call(
+    "run_shell_command", {"command": "cat hello.txt && echo ran-ok", "description": "show it"}
+)
+QWEN_STDIO = (
+    "qwen",
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--auth-type",
+    "openai",
+    "--approval-mode",
+    "default",
+)
+
+QWEN_STUB_SCENARIOS = (
+    Scenario(
+        "qwen-stub-write-and-shell",
+        (*QWEN_P, "--approval-mode", "yolo"),
+        env=QWEN_ENV,
+        script=(QWEN_WRITE, QWEN_SHELL, say("Wrote hello.txt and showed it.")),
+        note="yolo: write_file and run_shell_command both run",
+    ),
+    Scenario(
+        "qwen-stub-auto-edit",
+        (*QWEN_P, "--approval-mode", "auto-edit"),
+        env=QWEN_ENV,
+        script=(QWEN_WRITE, QWEN_SHELL, say("Wrote hello.txt; the shell was refused.")),
+        note="auto-edit: write_file runs, run_shell_command is declined (permission_denials)",
+    ),
+    Scenario(
+        "qwen-stub-control-allow-deny",
+        QWEN_STDIO,
+        env=QWEN_ENV,
+        script=(calls(ToolCall("run_shell_command", {"command": "python3 -c 'print(6*7)'"}),
+                      ToolCall("run_shell_command", {"command": "touch denied.txt"})),
+                say("One ran, one was refused.")),
+        stdin=(INITIALIZE, USER_LINE),
+        answer=control_answers({"behavior": "allow"},
+                               {"behavior": "deny", "message": "The operator refused: not now"}),
+        done=is_result,
+        stop_after=60.0,
+        note="stream-json input after an initialize control_request, approval-mode default",
+    ),
+    Scenario(
+        "qwen-stub-resume",
+        (*QWEN_P[:2], "What did you write?", *QWEN_P[3:], "--approval-mode", "yolo", "--resume",
+         "@SESSION@"),
+        env=QWEN_ENV,
+        prelude=(*QWEN_P, "--approval-mode", "yolo"),
+        prelude_script=(QWEN_WRITE, say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        note="--resume SESSION: the stub sees the first run's messages again",
+    ),
+    Scenario(
+        "qwen-stub-429",
+        (*QWEN_P, "--approval-mode", "yolo"),
+        env=QWEN_ENV,
+        script=(rate_limited(retry_after=1),),
+        stop_after=400.0,
+        note="a 429 on every request (retry-after: 1), qwen's own retry policy",
+    ),
+    Scenario(
+        "qwen-stub-429-then-ok",
+        (*QWEN_P, "--approval-mode", "yolo"),
+        env=QWEN_ENV,
+        script=(rate_limited(retry_after=1, times=1), say("Recovered.")),
+        note="one 429 (retry-after 1), then an answer",
+    ),
+)  # fmt: skip
+
+SCENARIOS = (
+    SCENARIOS + CLAUDE_STUB_SCENARIOS + CODEX_STUB_SCENARIOS + NEW_CLI_SCENARIOS
+    + QWEN_STUB_SCENARIOS
+)  # fmt: skip
 
 
 def _folder(root: Path, git: bool) -> Path:
@@ -499,6 +636,22 @@ def _fill(text: str, values: dict[str, str]) -> str:
     for token, value in values.items():
         text = text.replace(token, value)
     return text
+
+
+def _fill_script(turns: tuple[Turn, ...], values: dict[str, str]) -> list[Turn]:
+    """The tokens in tool-call inputs too (qwen's write_file wants an absolute path)."""
+
+    def fill(value: object) -> object:
+        if isinstance(value, str):
+            return _fill(value, values)
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return value
+
+    return [
+        replace(t, tool_calls=tuple(ToolCall(c.name, fill(c.input)) for c in t.tool_calls))  # type: ignore[arg-type]
+        for t in turns
+    ]
 
 
 def _converse(proc: subprocess.Popen, scenario: Scenario, deadline: float) -> bytes:
@@ -570,7 +723,7 @@ def _run(
 
 
 def record(scenario: Scenario, cli_dir: Path) -> dict[str, object]:
-    stub = ModelStub(list(scenario.prelude_script)).start() if scenario.script is not None else None
+    stub = ModelStub().start() if scenario.script is not None else None
     try:
         return _record(scenario, cli_dir, stub)
     finally:
@@ -597,6 +750,7 @@ def _record(scenario: Scenario, cli_dir: Path, stub: ModelStub | None) -> dict[s
         }
         prelude = None
         if scenario.prelude and stub:
+            stub.script(_fill_script(scenario.prelude_script, values))
             argv = [_fill(a, values) for a in scenario.prelude]
             first, _, code, _, _ = _run(replace(scenario, stdin=None), argv, work, env)
             found = SESSION_ID.search(first.decode("utf-8", errors="replace"))
@@ -605,7 +759,7 @@ def _record(scenario: Scenario, cli_dir: Path, stub: ModelStub | None) -> dict[s
             prelude["session_id"] = values["@SESSION@"]
             prelude["requests"] = len(stub.requests)
         if stub:
-            stub.script(list(scenario.script or ()))
+            stub.script(_fill_script(scenario.script or (), values))
         argv = [_fill(a, values) for a in scenario.argv]
         out, err, code, seconds, stopped = _run(scenario, argv, work, env)
         replacements = {
