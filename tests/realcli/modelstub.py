@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import threading
 import time
 import zlib
@@ -173,8 +174,7 @@ class ModelStub:
         self._lock = threading.Lock()
         self._ids = 0
         self.script(script or [])
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.stub = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -326,6 +326,15 @@ def _has_tools(api: str, body: Any) -> bool:
     if api == "gemini":
         return any(t.get("functionDeclarations") for t in body.get("tools", []) or [])
     return bool(body.get("tools"))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A CLI that hangs up mid-request (killed, or done) is no error of the stub's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -647,10 +656,17 @@ def _chat(stub: ModelStub, turn: Turn, model: str, body: dict) -> _Answer:
 
     events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
     events += [(None, chunk({"content": piece})) for piece in _chunks(turn.text) if piece]
+    custom = {(t.get("custom") or {}).get("name") for t in body.get("tools") or []}
     tool_calls = []
     for index, tool in enumerate(turn.tool_calls):
         call_id = stub.new_id("call_stub_")
         stub.issued[call_id] = tool
+        if tool.name in custom:  # a freeform tool (copilot's apply_patch): one whole chunk
+            whole_call = {"id": call_id, "type": "custom"}
+            whole_call["custom"] = {"name": tool.name, "input": _input_json(tool)}
+            tool_calls.append(whole_call)
+            events.append((None, chunk({"tool_calls": [{"index": index, **whole_call}]})))
+            continue
         function = {"name": tool.name, "arguments": _input_json(tool)}
         tool_calls.append({"id": call_id, "type": "function", "function": function})
         opening = {"index": index, "id": call_id, "type": "function"}

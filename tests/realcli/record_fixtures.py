@@ -595,9 +595,144 @@ QWEN_STUB_SCENARIOS = (
     ),
 )  # fmt: skip
 
+
+def opencode_config(permission: dict | None = None) -> dict[str, str]:
+    """~/.config/opencode/opencode.json: the stub as an OpenAI-compatible provider."""
+    model = {
+        "name": "Stub model",
+        "tool_call": True,
+        "cost": {"input": 3.0, "output": 15.0},
+        "limit": {"context": 200000, "output": 32000},
+    }
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "stub": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Model stub",
+                "options": {"baseURL": "@URL@/v1", "apiKey": STUB_KEY},
+                "models": {"stub-model": model},
+            }
+        },
+        "model": "stub/stub-model",
+        "autoupdate": False,
+        "share": "disabled",
+        **({"permission": permission} if permission else {}),
+    }
+    return {".config/opencode/opencode.json": json.dumps(config, indent=2)}
+
+
+OPENCODE_RUN = ("opencode", "run", "--format", "json")
+OPENCODE_WRITE = call("write", {"filePath": "@CWD@/hello.txt", "content": "hello from the stub\n"})
+OPENCODE_BASH = call("bash", {"command": "cat hello.txt && echo ran-ok", "description": "show it"})
+
+OPENCODE_STUB_SCENARIOS = (
+    Scenario(
+        "opencode-stub-write-and-bash",
+        (*OPENCODE_RUN, "Write hello.txt, then show it"),
+        files=opencode_config(),
+        script=(OPENCODE_WRITE, OPENCODE_BASH, say("Wrote hello.txt and showed it.")),
+        note="default permissions: write and bash run without asking; cost from the config",
+    ),
+    Scenario(
+        "opencode-stub-permission-ask",
+        (*OPENCODE_RUN, "Write hello.txt, then show it"),
+        files=opencode_config({"bash": "ask", "edit": "ask"}),
+        script=(OPENCODE_WRITE, OPENCODE_BASH, say("Done.")),
+        stop_after=90.0,
+        note='permission {"bash": "ask", "edit": "ask"} in `opencode run`',
+    ),
+    Scenario(
+        "opencode-stub-resume",
+        (*OPENCODE_RUN, "--session", "@SESSION@", "What did you write?"),
+        files=opencode_config(),
+        prelude=(*OPENCODE_RUN, "Write hello.txt"),
+        prelude_script=(OPENCODE_WRITE, say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        note="--session ID: the stub sees the first run's messages again",
+    ),
+    Scenario(
+        "opencode-stub-429",
+        (*OPENCODE_RUN, "Say hello"),
+        files=opencode_config(),
+        script=(rate_limited(retry_after=1),),
+        stop_after=300.0,
+        note="a 429 on every request (retry-after: 1)",
+    ),
+    Scenario(
+        "opencode-stub-429-then-ok",
+        (*OPENCODE_RUN, "Say hello"),
+        files=opencode_config(),
+        script=(rate_limited(retry_after=1, times=1), say("Recovered.")),
+        note="one 429 (retry-after 1), then an answer",
+    ),
+)  # fmt: skip
+
+COPILOT_ENV = {
+    "COPILOT_PROVIDER_BASE_URL": "@URL@/v1",
+    "COPILOT_PROVIDER_API_KEY": STUB_KEY,
+    "COPILOT_MODEL": "gpt-5.4",
+}
+COPILOT_P = (
+    "copilot",
+    "-p",
+    "Write hello.txt, then show it",
+    "--allow-all-tools",
+    "--output-format",
+    "json",
+)
+
+COPILOT_STUB_SCENARIOS = (
+    Scenario(
+        "copilot-stub-byok-text",
+        COPILOT_P,
+        env=COPILOT_ENV,
+        script=(say("Hello from the stub."),),
+        stop_after=120.0,
+        note="BYOK: COPILOT_PROVIDER_BASE_URL at the stub's chat completions, no GitHub login",
+    ),
+    Scenario(
+        "copilot-stub-patch-and-bash",
+        COPILOT_P,
+        env=COPILOT_ENV,
+        script=(call("apply_patch", PATCH),
+                call("bash", {"command": "cat hello.txt && echo ran-ok", "description": "show it"}),
+                say("Wrote hello.txt and showed it.")),
+        stop_after=120.0,
+        note="--allow-all-tools: apply_patch (a custom tool in chat completions) and bash run",
+    ),
+    Scenario(
+        "copilot-stub-no-allow",
+        ("copilot", "-p", "Show the file", "--output-format", "json"),
+        env=COPILOT_ENV,
+        script=(call("bash", {"command": "touch made.txt && echo ran-ok", "description": "touch"}),
+                say("Tried.")),
+        stop_after=120.0,
+        note="without --allow-all-tools: what happens to a command in -p mode",
+    ),
+    Scenario(
+        "copilot-stub-resume",
+        (*COPILOT_P[:2], "What did you write?", *COPILOT_P[3:], "--resume", "@SESSION@"),
+        env=COPILOT_ENV,
+        prelude=COPILOT_P,
+        prelude_script=(call("apply_patch", PATCH), say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        stop_after=120.0,
+        note="--resume SESSION: the stub sees the first run's messages again",
+    ),
+    Scenario(
+        "copilot-stub-429",
+        COPILOT_P,
+        env=COPILOT_ENV,
+        script=(rate_limited(retry_after=1),),
+        stop_after=400.0,
+        note="a 429 on every request (retry-after: 1)",
+    ),
+)  # fmt: skip
+
 SCENARIOS = (
     SCENARIOS + CLAUDE_STUB_SCENARIOS + CODEX_STUB_SCENARIOS + NEW_CLI_SCENARIOS
-    + QWEN_STUB_SCENARIOS
+    + QWEN_STUB_SCENARIOS + OPENCODE_STUB_SCENARIOS + COPILOT_STUB_SCENARIOS
 )  # fmt: skip
 
 
