@@ -730,9 +730,175 @@ COPILOT_STUB_SCENARIOS = (
     ),
 )  # fmt: skip
 
+GEMINI_ENV = {"GOOGLE_GEMINI_BASE_URL": "@URL@", "GEMINI_API_KEY": STUB_KEY}
+GEMINI_FILES = {
+    ".gemini/settings.json": json.dumps(
+        {"security": {"auth": {"selectedType": "gemini-api-key"}}}, indent=2
+    )
+}
+GEMINI_P = (
+    "gemini",
+    "-p",
+    "Write hello.txt, then show it",
+    "--skip-trust",
+    "-m",
+    "gemini-2.5-flash",
+)
+GEMINI_WRITE = call(
+    "write_file", {"file_path": "@CWD@/hello.txt", "content": "hello from the stub\n"}
+)
+GEMINI_SHELL = call(
+    "run_shell_command", {"command": "cat hello.txt && echo ran-ok", "description": "show it"}
+)
+
+GEMINI_STUB_SCENARIOS = (
+    Scenario(
+        "gemini-stub-write-and-shell",
+        (*GEMINI_P, "--output-format", "stream-json", "--approval-mode", "yolo"),
+        env=GEMINI_ENV, files=GEMINI_FILES,
+        script=(GEMINI_WRITE, GEMINI_SHELL, say("Wrote hello.txt and showed it.")),
+        note="GOOGLE_GEMINI_BASE_URL + an API key selected in settings; -m skips the router",
+    ),
+    Scenario(
+        "gemini-stub-auto-edit-json",
+        (*GEMINI_P, "--output-format", "json", "--approval-mode", "auto_edit"),
+        env=GEMINI_ENV, files=GEMINI_FILES,
+        script=(GEMINI_WRITE, GEMINI_SHELL, say("Wrote hello.txt; no shell.")),
+        note="auto_edit (relay's argv today): run_shell_command is not offered at all",
+    ),
+    Scenario(
+        "gemini-stub-resume",
+        (*GEMINI_P[:2], "What did you write?", *GEMINI_P[3:], "--output-format", "stream-json",
+         "--approval-mode", "yolo", "--resume", "@SESSION@"),
+        env=GEMINI_ENV, files=GEMINI_FILES,
+        prelude=(*GEMINI_P, "--output-format", "stream-json", "--approval-mode", "yolo"),
+        prelude_script=(GEMINI_WRITE, say("Wrote it.")),
+        script=(say("I wrote hello.txt."),),
+        note="--resume SESSION: the stub sees the first run's contents again",
+    ),
+    Scenario(
+        "gemini-stub-429",
+        (*GEMINI_P, "--output-format", "stream-json", "--approval-mode", "yolo"),
+        env=GEMINI_ENV, files=GEMINI_FILES,
+        script=(rate_limited(retry_after=1),),
+        stop_after=400.0,
+        note="a 429 RESOURCE_EXHAUSTED on every request (retry-after: 1)",
+    ),
+    Scenario(
+        "gemini-stub-router-side-requests",
+        ("gemini", "-p", "Say hello", "--skip-trust", "--output-format", "stream-json"),
+        env=GEMINI_ENV, files=GEMINI_FILES,
+        script=(say("Hello."),),
+        stop_after=200.0,
+        note="no -m: the model router asks for JSON first; the stub's plain text costs retries",
+    ),
+)  # fmt: skip
+
+ACP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": 1,
+        "clientCapabilities": {
+            "fs": {"readTextFile": False, "writeTextFile": False},
+            "terminal": False,
+        },
+        "clientInfo": {"name": "relay-recorder", "version": "0"},
+    },
+}
+
+
+def acp_client(prompt: str | None = None, *decisions: str) -> tuple[Answer, Callable]:
+    """An ACP client over stdio JSON-RPC: initialize, then session/new, then (with a prompt)
+    session/prompt, answering session/request_permission with each decision in turn
+    ("allow" picks the allow_once option, anything else reject_once)."""
+    left = list(decisions)
+
+    def answer(event: dict) -> list[dict]:
+        result = event.get("result")
+        if event.get("id") == 1 and isinstance(result, dict):
+            params = {"cwd": "@CWD@", "mcpServers": []}
+            return [{"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": params}]
+        if event.get("id") == 2 and isinstance(result, dict) and prompt:
+            params = {
+                "sessionId": result.get("sessionId"),
+                "prompt": [{"type": "text", "text": prompt}],
+            }
+            return [{"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": params}]
+        if event.get("method") == "session/request_permission":
+            wanted = "allow_once" if (left.pop(0) if left else "deny") == "allow" else "reject_once"
+            options = event.get("params", {}).get("options", [])
+            chosen = next(
+                (o for o in options if o.get("kind") == wanted), options[0] if options else {}
+            )
+            outcome = {"outcome": "selected", "optionId": chosen.get("optionId")}
+            return [{"jsonrpc": "2.0", "id": event["id"], "result": {"outcome": outcome}}]
+        return []
+
+    def done(event: dict) -> bool:
+        last = 3 if prompt else 2
+        return event.get("id") == last or (event.get("id") in (1, 2) and "error" in event)
+
+    return answer, done
+
+
+def acp_scenario(name: str, argv: tuple[str, ...], note: str, **kwargs: object) -> Scenario:
+    prompt = kwargs.pop("prompt", None)
+    decisions = kwargs.pop("decisions", ())
+    answer, done = acp_client(prompt, *decisions)  # type: ignore[arg-type]
+    return Scenario(
+        name,
+        argv,
+        stdin=(ACP_INITIALIZE,),
+        answer=answer,
+        done=done,
+        stop_after=kwargs.pop("stop_after", 60.0),
+        note=note,
+        **kwargs,
+    )  # type: ignore[arg-type]
+
+
+ACP_SCENARIOS = (
+    acp_scenario("gemini-acp-logged-out", ("gemini", "--acp"),
+                 "initialize and session/new, logged out"),
+    acp_scenario("qwen-acp-logged-out", ("qwen", "--acp"), "initialize and session/new, logged out"),
+    acp_scenario("opencode-acp-offline", ("opencode", "acp"),
+                 "initialize and session/new, no provider, offline", stop_after=150.0),
+    acp_scenario("copilot-acp-logged-out", ("copilot", "--acp"),
+                 "initialize and session/new, logged out"),
+    acp_scenario("gemini-acp-stub-permission", ("gemini", "--acp", "-m", "gemini-2.5-flash"),
+                 "a prompt against the stub: the first command allowed, the second rejected",
+                 env=GEMINI_ENV, files=GEMINI_FILES, prompt="Run the checks",
+                 decisions=("allow", "deny"),
+                 script=(call("run_shell_command", {"command": "python3 -c 'print(6*7)'"}),
+                         call("run_shell_command", {"command": "touch denied.txt"}),
+                         say("One ran, one was refused."))),
+    acp_scenario("qwen-acp-stub-permission", ("qwen", "--acp", "--auth-type", "openai"),
+                 "a prompt against the stub: the first command allowed, the second rejected",
+                 env=QWEN_ENV, prompt="Run the checks", decisions=("allow", "deny"),
+                 script=(calls(ToolCall("run_shell_command", {"command": "python3 -c 'print(6*7)'"}),
+                               ToolCall("run_shell_command", {"command": "touch denied.txt"})),
+                         say("One ran, one was refused."))),
+    acp_scenario("opencode-acp-stub-permission", ("opencode", "acp"),
+                 'a prompt against the stub with permission {"bash": "ask"}: allowed, then rejected',
+                 files=opencode_config({"bash": "ask"}), prompt="Run the checks",
+                 decisions=("allow", "deny"),
+                 script=(call("bash", {"command": "python3 -c 'print(6*7)'", "description": "a"}),
+                         call("bash", {"command": "touch denied.txt", "description": "b"}),
+                         say("One ran, one was refused."))),
+    acp_scenario("copilot-acp-stub-permission", ("copilot", "--acp"),
+                 "a prompt against the stub (BYOK): the first command allowed, the second rejected",
+                 env=COPILOT_ENV, prompt="Run the checks", decisions=("allow", "deny"),
+                 script=(call("bash", {"command": "python3 -c 'print(6*7)'", "description": "a"}),
+                         call("bash", {"command": "touch denied.txt", "description": "b"}),
+                         say("One ran, one was refused."))),
+)  # fmt: skip
+
 SCENARIOS = (
     SCENARIOS + CLAUDE_STUB_SCENARIOS + CODEX_STUB_SCENARIOS + NEW_CLI_SCENARIOS
     + QWEN_STUB_SCENARIOS + OPENCODE_STUB_SCENARIOS + COPILOT_STUB_SCENARIOS
+    + GEMINI_STUB_SCENARIOS + ACP_SCENARIOS
 )  # fmt: skip
 
 
@@ -789,7 +955,9 @@ def _fill_script(turns: tuple[Turn, ...], values: dict[str, str]) -> list[Turn]:
     ]
 
 
-def _converse(proc: subprocess.Popen, scenario: Scenario, deadline: float) -> bytes:
+def _converse(
+    proc: subprocess.Popen, scenario: Scenario, deadline: float, values: dict[str, str]
+) -> bytes:
     """Feed ``stdin``, answer what the CLI prints, close stdin when ``done``; return stdout."""
     lines: queue.Queue[bytes | None] = queue.Queue()
 
@@ -803,7 +971,8 @@ def _converse(proc: subprocess.Popen, scenario: Scenario, deadline: float) -> by
 
     def send(messages: list[dict]) -> None:
         for message in messages:
-            proc.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]
+            line = _fill(json.dumps(message), values)
+            proc.stdin.write((line + "\n").encode())  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
 
     send(list(scenario.stdin or ()))
@@ -829,7 +998,7 @@ def _converse(proc: subprocess.Popen, scenario: Scenario, deadline: float) -> by
 
 
 def _run(
-    scenario: Scenario, argv: list[str], work: Path, env: dict[str, str]
+    scenario: Scenario, argv: list[str], work: Path, env: dict[str, str], values: dict[str, str]
 ) -> tuple[bytes, bytes, int | None, float, bool]:
     interactive = scenario.stdin is not None
     started = time.monotonic()
@@ -843,7 +1012,7 @@ def _run(
             err_chunks: list[bytes] = []
             reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()))
             reader.start()
-            out = _converse(proc, scenario, started + scenario.stop_after)
+            out = _converse(proc, scenario, started + scenario.stop_after, values)
             proc.wait(timeout=max(0.1, started + scenario.stop_after - time.monotonic()))
             reader.join(timeout=30)
             err = b"".join(err_chunks)
@@ -887,7 +1056,7 @@ def _record(scenario: Scenario, cli_dir: Path, stub: ModelStub | None) -> dict[s
         if scenario.prelude and stub:
             stub.script(_fill_script(scenario.prelude_script, values))
             argv = [_fill(a, values) for a in scenario.prelude]
-            first, _, code, _, _ = _run(replace(scenario, stdin=None), argv, work, env)
+            first, _, code, _, _ = _run(replace(scenario, stdin=None), argv, work, env, values)
             found = SESSION_ID.search(first.decode("utf-8", errors="replace"))
             values["@SESSION@"] = found.group(1) if found else "no-session-id-found"
             prelude = {"argv": list(scenario.prelude), "exit_code": code}
@@ -896,7 +1065,7 @@ def _record(scenario: Scenario, cli_dir: Path, stub: ModelStub | None) -> dict[s
         if stub:
             stub.script(_fill_script(scenario.script or (), values))
         argv = [_fill(a, values) for a in scenario.argv]
-        out, err, code, seconds, stopped = _run(scenario, argv, work, env)
+        out, err, code, seconds, stopped = _run(scenario, argv, work, env, values)
         replacements = {
             str(home): "$HOME",
             str(work): "$CWD",
