@@ -1,6 +1,7 @@
-"""Record what the real agent CLIs print offline and logged out, as test fixtures.
+"""Record what the real agent CLIs print, offline and logged out or against the model stub.
 
-Run by hand after ``npm ci`` in this folder (or let the real-CLI tier install them):
+Run by hand once the real-CLI tier has installed the CLIs (its cli_bin fixture), or after
+``npm ci`` in a copy of this folder given as --cli-dir:
 
     python tests/realcli/record_fixtures.py [--only NAME] [--cli-dir DIR]
 
@@ -10,6 +11,8 @@ repository or a plain folder. stdout, stderr, the exit code and how long it took
 ``tests/fixtures/realcli/<scenario>/``, with machine paths and wall-clock timestamps
 replaced by placeholders. Scenarios that would loop forever (codex waiting for the
 network) are stopped by the recorder after ``stop_after`` seconds; meta.json says so.
+Scenarios with a ``script`` run against a ModelStub (tests/realcli/modelstub.py) on
+127.0.0.1; their meta.json adds what the stub saw (requests, tool results).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clis import install_dir
 from modelstub import (
     ModelStub,
     ToolCall,
@@ -1128,7 +1132,7 @@ def _stub_meta(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="scenario name (repeatable)")
-    parser.add_argument("--cli-dir", type=Path, default=HERE)
+    parser.add_argument("--cli-dir", type=Path, default=install_dir().resolve())
     args = parser.parse_args()
     cli_dir = args.cli_dir.resolve()
     if not shutil.which("claude", path=str(cli_dir / "node_modules" / ".bin")):
