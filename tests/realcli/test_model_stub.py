@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from clis import cache_dir
+from clis import leftover_clis
 from modelstub import ModelStub, ToolCall, call, calls, rate_limited, say, unified_limit_headers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -31,23 +30,13 @@ SHOW = "cat hello.txt && echo ran-ok"
 
 
 @pytest.fixture(autouse=True)
-def no_cli_left_behind() -> Iterator[None]:
+def no_cli_left_behind(tmp_path: Path) -> Iterator[None]:
     started = time.time()
     yield
     deadline = time.monotonic() + 10  # a CLI's own helpers may take a moment to exit
-    while (left := _leftovers(started)) and time.monotonic() < deadline:
+    while (left := leftover_clis(started, tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == []
-
-
-def _leftovers(started: float) -> list[dict[str, Any]]:
-    return [
-        p.info
-        for p in psutil.process_iter(["pid", "cmdline", "create_time"])
-        if p.info["create_time"]
-        and p.info["create_time"] >= started - 1
-        and str(cache_dir()) in " ".join(p.info["cmdline"] or [])
-    ]
 
 
 def git_repo(root: Path) -> Path:

@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from clis import cache_dir
+from clis import leftover_clis
 from helpers import Workspace, executions, job_toml, jobs, run_until_idle, tasks
 
 HERE = Path(__file__).resolve().parent
@@ -86,12 +85,12 @@ def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None
     started = time.time()
     try:
         assert run_until_idle(workspace.engine(), timeout=240)
-        check_outcome(workspace, started)
+        check_outcome(workspace, started, home)
     finally:
         workspace.close()
 
 
-def check_outcome(workspace: Workspace, started: float) -> None:
+def check_outcome(workspace: Workspace, started: float, home: Path) -> None:
     store = workspace.store()
     by_task = tasks(store)
     for cli in CLIS:
@@ -113,11 +112,4 @@ def check_outcome(workspace: Workspace, started: float) -> None:
     assert agents["codex-main"]["status"] == "unreachable"
     assert "waiting for network" in agents["codex-main"]["reason"]
     assert agents["worker"]["status"] == "ready"
-    leftovers = [
-        p.info
-        for p in psutil.process_iter(["pid", "cmdline", "create_time"])
-        if p.info["create_time"]
-        and p.info["create_time"] >= started - 1
-        and str(cache_dir()) in " ".join(p.info["cmdline"] or [])
-    ]
-    assert leftovers == []
+    assert leftover_clis(started, home) == []
