@@ -9,16 +9,14 @@ then succeed on the `command` agent, and no CLI process may be left behind.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
+from clis import leftover_clis
 from helpers import Workspace, executions, job_toml, jobs, run_until_idle, tasks
 
 HERE = Path(__file__).resolve().parent
@@ -26,40 +24,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # npm ci, then three 
 CLIS = ("claude", "codex", "gemini")
 REFUSED_PROXY = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused
 CODEX_UNREACHABLE_WITHIN_S = 90.0
-
-
-def cache_dir() -> Path:
-    default = Path.home() / ".cache" / "relay-realcli"
-    return Path(os.environ.get("RELAY_REALCLI_CACHE", default))
-
-
-def _installed(folder: Path) -> bool:
-    """The pinned versions are there (npm ci is skipped when the lockfile has not changed)."""
-    lock = folder / "package-lock.json"
-    same_lock = lock.is_file() and lock.read_bytes() == (HERE / "package-lock.json").read_bytes()
-    bins = all((folder / "node_modules" / ".bin" / cli).exists() for cli in CLIS)
-    return same_lock and bins
-
-
-@pytest.fixture(scope="module")
-def cli_bin() -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip(
-            "npm is not installed: the real-CLI tier installs claude, codex and gemini with it"
-        )
-    folder = cache_dir()
-    if not _installed(folder):
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(HERE / name, folder / name)
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=folder,
-            check=True,
-            timeout=600,
-        )
-    return folder / "node_modules" / ".bin"
 
 
 def real_agent(cli: str, bin_dir: Path, home: Path) -> dict[str, Any]:
@@ -121,12 +85,12 @@ def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None
     started = time.time()
     try:
         assert run_until_idle(workspace.engine(), timeout=240)
-        check_outcome(workspace, started)
+        check_outcome(workspace, started, home)
     finally:
         workspace.close()
 
 
-def check_outcome(workspace: Workspace, started: float) -> None:
+def check_outcome(workspace: Workspace, started: float, home: Path) -> None:
     store = workspace.store()
     by_task = tasks(store)
     for cli in CLIS:
@@ -148,11 +112,4 @@ def check_outcome(workspace: Workspace, started: float) -> None:
     assert agents["codex-main"]["status"] == "unreachable"
     assert "waiting for network" in agents["codex-main"]["reason"]
     assert agents["worker"]["status"] == "ready"
-    leftovers = [
-        p.info
-        for p in psutil.process_iter(["pid", "cmdline", "create_time"])
-        if p.info["create_time"]
-        and p.info["create_time"] >= started - 1
-        and str(cache_dir()) in " ".join(p.info["cmdline"] or [])
-    ]
-    assert leftovers == []
+    assert leftover_clis(started, home) == []
