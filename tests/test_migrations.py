@@ -27,6 +27,7 @@ from relay_engine.store.db import SchemaError, Store
 from relay_engine.store.schema import EngineRecord, Job, SchemaInfo, Task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "release-0.1.0"
+HEAD = migrate.head_revision()  # this relay's schema revision
 
 
 @pytest.fixture
@@ -48,12 +49,12 @@ def _revision(db: Path) -> str:
 def test_a_0_1_0_database_is_upgraded_and_its_waiting_job_then_runs(legacy: Workspace) -> None:
     result = legacy.cli("status", "--json")  # read-only: refuses, and says what to run
     assert result.returncode == 2
-    assert "0001_release_0_1_0 is older than this relay's 0002_scale_out" in result.stderr
+    assert f"0001_release_0_1_0 is older than this relay's {HEAD}" in result.stderr
     assert "relay db upgrade" in result.stderr
 
     upgraded = legacy.cli("db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "upgraded from 0001_release_0_1_0 to 0002_scale_out" in upgraded.stdout
+    assert f"upgraded from 0001_release_0_1_0 to {HEAD}" in upgraded.stdout
     assert _revision(legacy.path / ".relay" / "relay.db") == migrate.head_revision()
 
     store = legacy.store()
@@ -106,7 +107,7 @@ def test_upgrade_is_refused_while_an_engine_heartbeats(legacy: Workspace) -> Non
         )
     refused = legacy.cli("db", "upgrade")
     assert refused.returncode == 2
-    assert "not upgrading from 0001_release_0_1_0 to 0002_scale_out" in refused.stderr
+    assert f"not upgrading from 0001_release_0_1_0 to {HEAD}" in refused.stderr
     assert "old-engine on build-7 pid 4242" in refused.stderr
     assert "Traceback" not in refused.stderr
     with sqlite3.connect(db) as connection:  # nothing was half done
@@ -126,7 +127,7 @@ def test_a_database_from_a_newer_relay_is_refused(workspace: Workspace) -> None:
     with pytest.raises(SchemaError) as caught:
         Store(store.url)
     assert "schema revision 0042_from_the_future was written by a newer relay" in str(caught.value)
-    assert "knows up to 0002_scale_out" in str(caught.value)
+    assert f"knows up to {HEAD}" in str(caught.value)
     result = workspace.cli("status")
     assert result.returncode == 2 and "newer relay" in result.stderr
     assert "Traceback" not in result.stderr
@@ -143,13 +144,13 @@ def test_a_shared_postgres_of_the_previous_release_waits_for_relay_db_upgrade(
 
     refused = workspace.cli("run", "--until-idle", "--quiet")  # PostgreSQL: no auto-upgrade
     assert refused.returncode == 2
-    assert "0001_release_0_1_0 is older than this relay's 0002_scale_out" in refused.stderr
+    assert f"0001_release_0_1_0 is older than this relay's {HEAD}" in refused.stderr
     assert "relay db upgrade" in refused.stderr
 
     upgraded = workspace.cli("db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
     current = workspace.cli("db", "current")
-    assert current.returncode == 0 and "0002_scale_out (up to date)" in current.stdout
+    assert current.returncode == 0 and f"{HEAD} (up to date)" in current.stdout
     run = workspace.cli("run", "--until-idle", "--quiet", timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     store = workspace.store()

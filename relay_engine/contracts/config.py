@@ -6,6 +6,7 @@ and a running engine can keep its last good configuration when an edit is invali
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -29,6 +31,7 @@ from relay_engine.contracts.inputs import (
     read_capped,
 )
 from relay_engine.contracts.pricing import Price, merged_prices
+from relay_engine.contracts.rules import parse_rule
 
 CONFIG_FILE = "relay.toml"
 PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
@@ -101,6 +104,49 @@ class GitConfig(_Strict):
         return self
 
 
+def _valid_rules(rules: tuple[str, ...]) -> tuple[str, ...]:
+    for rule in rules:
+        parse_rule(rule)
+    return rules
+
+
+Rules = Annotated[tuple[str, ...], AfterValidator(_valid_rules)]
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+
+
+def _seconds(value: object) -> float:
+    """A duration: seconds as a number, or "90s", "30m", "2h"."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if match is None:
+            raise ValueError(f'{value!r} is not a duration: write seconds, or e.g. "30m"')
+        seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2] or "s"]
+    if seconds <= 0:
+        raise ValueError("a duration must be more than zero")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(_seconds)]
+
+
+class PermissionsConfig(_Strict):
+    """What agents may do without asking: ``[permissions]``, and an agent's ``permissions``,
+    which can only narrow the workspace's (its denies add, its allows must both match)."""
+
+    allow: Rules = ()
+    deny: Rules = ()
+    ask: Literal["operator", "deny"] = "operator"  # who answers what no rule decides
+    ask_timeout: Duration = 30 * 60.0  # then the request is denied and the agent goes on
+
+
+class AgentPermissions(_Strict):
+    allow: Rules = ()
+    deny: Rules = ()
+    ask: Literal["operator", "deny"] | None = None
+
+
 class AgentConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
     provider: Literal["claude", "codex", "gemini", "command", "sim"]
@@ -116,6 +162,7 @@ class AgentConfig(_Strict):
     access: Literal["read-only", "workspace-write", "full"] = "workspace-write"
     args: tuple[str, ...] = ()  # appended verbatim to the CLI's argv
     daily_budget_usd: float | None = Field(default=None, ge=0)
+    permissions: AgentPermissions | None = None
 
     @field_validator("roles")
     @classmethod
@@ -159,6 +206,7 @@ class RelayConfig(_Strict):
     notifications: NotificationConfig = NotificationConfig()
     git: GitConfig = GitConfig()
     inputs: InputsConfig = InputsConfig()
+    permissions: PermissionsConfig = PermissionsConfig()
     agents: tuple[AgentConfig, ...] = ()
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)

@@ -23,6 +23,7 @@ class TaskState(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    HELD = "HELD"  # an operator took it over in the agent's own CLI: no engine touches it
 
 
 class PlanState(StrEnum):
@@ -54,14 +55,17 @@ _T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     _T.DRAFT: frozenset({_T.QUEUED, _T.CANCELLED}),
     # QUEUED -> QUEUED: claim and swap keep the state but change the execution.
-    _T.QUEUED: frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED, _T.CANCELLED}),
-    _T.RUNNING: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.FAILED, _T.PARKED, _T.CANCELLED}),
-    _T.PARKED: frozenset({_T.QUEUED, _T.CANCELLED}),
+    _T.QUEUED: frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED, _T.CANCELLED, _T.HELD}),
+    _T.RUNNING: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.FAILED, _T.PARKED, _T.CANCELLED, _T.HELD}),
+    _T.PARKED: frozenset({_T.QUEUED, _T.CANCELLED, _T.HELD}),
     _T.SUCCEEDED: frozenset(),
     # An operator retry goes back to QUEUED, or to DRAFT while dependencies are unfinished.
-    _T.FAILED: frozenset({_T.QUEUED, _T.DRAFT}),
+    _T.FAILED: frozenset({_T.QUEUED, _T.DRAFT, _T.HELD}),
     _T.CANCELLED: frozenset({_T.QUEUED, _T.DRAFT}),
+    # Handed back: done (its worktree committed and merged) or to run on in the same session.
+    _T.HELD: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.CANCELLED}),
 }
+TAKEOVER_STATES = frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED})
 
 _P = PlanState
 PLAN_TRANSITIONS: dict[PlanState, frozenset[PlanState]] = {

@@ -134,6 +134,9 @@ class Task(SQLModel, table=True):
     parent_key: str | None = None  # a troubleshooter's failed task
     troubleshoots: int = 0  # troubleshooters this task has had (at most one)
     guidance: str | None = _optional_text()  # a troubleshooter's advice for the next attempt
+    operator_notes: list[str] = _json([])  # ``relay say`` words for the next prompt
+    held_by: str | None = None  # who took it over (HELD), e.g. "root@build-7"
+    held_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
     created_at: float = 0.0
@@ -250,6 +253,7 @@ class Execution(SQLModel, table=True):
     cost_usd: float | None = None
     cost_estimated: bool = False
     error: str | None = _optional_text()
+    denials: list[dict] = _json([])  # tool requests refused: by relay, the operator or the CLI
 
 
 class Event(SQLModel, table=True):
@@ -388,3 +392,52 @@ class AgentStatus(SQLModel, table=True):
     config_hash: str = ""
     since: float | None = None
     updated_at: float = 0.0
+
+
+class Ask(SQLModel, table=True):
+    """A tool request or question of an agent's that no rule decided: a durable row, so any
+    console or CLI on the database answers it, whichever engine runs the agent.
+
+    ``status``: open, then answered (by the operator) and relayed (the running engine handed
+    the answer to the CLI); or expired (no answer within ``timeout_at``: denied) or
+    cancelled (the run ended first).
+    """
+
+    __tablename__ = "relay_ask"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True)
+    task_key: str | None = Field(default=None, index=True)
+    execution_id: str = Field(default="", index=True)
+    engine_id: str = ""
+    agent: str = ""
+    provider: str = ""
+    kind: str = "permission"  # permission | question
+    request_id: str = ""  # the CLI's own id for the request, echoed in the answer
+    tool: str = ""
+    tool_input: dict | None = _json()
+    summary: str = _text()  # "Bash npm test", what the operator reads first
+    context: str | None = _optional_text()  # the agent's last message before it asked
+    suggested_rule: str | None = None  # what an "always" answer would add
+    status: str = Field(default="open", index=True)
+    answer: str | None = None  # allow | deny | answer (a question's text)
+    answer_text: str | None = _optional_text()  # the deny message, or the question's answer
+    answered_by: str | None = None
+    rule_added: str | None = None  # "job:Bash(npm test:*)" when answered "always"
+    asked_at: float = 0.0
+    timeout_at: float | None = None
+    answered_at: float | None = None
+    relayed_at: float | None = None
+
+
+class PermissionRule(SQLModel, table=True):
+    """A rule an operator added with an "always" answer, for one task, job or agent."""
+
+    __tablename__ = "relay_permission_rule"
+    id: int | None = Field(default=None, primary_key=True)
+    scope: str = "job"  # task | job | agent
+    target: str = Field(default="", index=True)  # the task key, job id or agent id
+    effect: str = "allow"  # allow | deny
+    rule: str = ""
+    ask_id: int | None = None
+    created_by: str | None = None
+    created_at: float = 0.0
