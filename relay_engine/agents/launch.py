@@ -36,6 +36,9 @@ class LaunchRequest:
     sim_script: dict[str, Any] | None = None
     resume_session_id: str | None = None
     plan_round: int | None = None
+    allow_rules: tuple[str, ...] = ()  # relay's permission rules, for the CLI's own flags
+    deny_rules: tuple[str, ...] = ()
+    permission_channel: bool = True  # the CLI asks relay about what its mode does not allow
 
 
 def artifacts_root(workspace: Path) -> Path:
@@ -74,6 +77,9 @@ def build_launch(
         command=_resolve_command(command),
         extra_args=request.agent.args,
         access=request.agent.access,
+        permission_channel=request.permission_channel,
+        allow_rules=request.allow_rules,
+        deny_rules=request.deny_rules,
     )
     invocation = adapter.build(context)
     env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
@@ -88,6 +94,7 @@ def build_launch(
         timeout_s=request.timeout_s,
         artifact_dir=directory,
         stdin_text=invocation.stdin_text,
+        conversation=invocation.conversation,
     )
 
 

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import re
 import shutil
 import signal
@@ -65,6 +66,7 @@ class LaunchSpec:
     artifact_dir: Path
     stdin_text: str | None = None
     grace_s: float = 5.0  # what the supervisor gives the tree between TERM and KILL
+    conversation: bool = False  # stdin stays open after stdin_text: see RunningProcess.send
 
 
 class RunningProcess:
@@ -98,6 +100,7 @@ class RunningProcess:
         self._lock = threading.Lock()
         self._terminating = False
         self._kill_timer: threading.Timer | None = None
+        self._stdin: queue.SimpleQueue[bytes | None] | None = None
 
     @property
     def agent_pid(self) -> int | None:
@@ -152,6 +155,27 @@ class RunningProcess:
 
     def timed_out(self, now: float) -> bool:
         return now - self.started_at > self.spec.timeout_s
+
+    def send(self, data: bytes) -> bool:
+        """Write to a conversing agent's stdin (an answer, the operator's words), in order,
+        from a thread of its own so a slow reader never blocks the engine. False when its
+        stdin is closed or was never open."""
+        with self._lock:
+            if self._stdin is None or self._exited.is_set():
+                return False
+            self._stdin.put(data)
+            return True
+
+    def close_stdin(self) -> None:
+        """End the conversation: the CLI reads end-of-file once what was sent is written."""
+        with self._lock:
+            if self._stdin is not None:
+                self._stdin.put(None)
+                self._stdin = None
+
+    @property
+    def conversing(self) -> bool:
+        return self._stdin is not None
 
     def terminate(self, grace_s: float = 5.0) -> None:
         """Stop the agent's tree: TERM now, KILL after ``grace_s``, without blocking.
@@ -267,7 +291,9 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     finally:
         supervisor_end.close()
     running = RunningProcess(spec, proc, time.time(), engine_end)
-    if spec.stdin_text is not None:
+    if spec.conversation:
+        running._stdin = _start_conversation(proc, spec)
+    elif spec.stdin_text is not None:
         _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", proc, spec.stdin_text)
     _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
     return running
@@ -305,7 +331,9 @@ def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[byt
                 supervisor_argv(spec, control_fd),
                 cwd=spec.cwd,
                 env={**spec.env, EXECUTION_ENV: spec.execution_id},
-                stdin=subprocess.PIPE if spec.stdin_text is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE
+                if spec.stdin_text is not None or spec.conversation
+                else subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
@@ -330,6 +358,29 @@ def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
             proc.stdin.close()
 
 
+def _start_conversation(
+    proc: subprocess.Popen[bytes], spec: LaunchSpec
+) -> queue.SimpleQueue[bytes | None]:
+    pending: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    if spec.stdin_text is not None:
+        pending.put(spec.stdin_text.encode("utf-8"))
+    name = f"relay-stdin-{spec.execution_id}"
+    _start_daemon(_converse, name, proc, pending)
+    return pending
+
+
+def _converse(proc: subprocess.Popen[bytes], pending: queue.SimpleQueue[bytes | None]) -> None:
+    """Runs in its own thread: writes what the engine sends until told to close (None)."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):
+        try:
+            while (data := pending.get()) is not None:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+        finally:
+            proc.stdin.close()
+
+
 def _wait_child(
     running: RunningProcess,
     proc: subprocess.Popen[bytes],
@@ -337,6 +388,7 @@ def _wait_child(
 ) -> None:
     running._handshake()
     proc.wait()
+    running.close_stdin()  # ends its writer thread
     running._finish()
     running._mark_exited()
     if on_exit is None:

@@ -6,6 +6,9 @@ duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchil
 grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
+asks [{tool, input, writes}] (claude format with --permission-prompt-tool stdio: ask for each
+tool use on stdout, wait for the answer on stdin, and write ``writes`` when it is allowed;
+``tool: AskUserQuestion`` asks a question and writes the answers to ``answers.json``),
 troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result},
 resolve_conflicts ("ours" | "theirs": settle every conflicted file of a merge in progress, as a
 rebase agent would), review {changes_on_rounds, findings, summary} with review_round (answer a
@@ -200,6 +203,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--resume", "-r")
     parser.add_argument("--output-format", "-o")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--input-format")
+    parser.add_argument("--permission-prompt-tool")
+    for flag in ("--permission-mode", "--model", "--allowedTools", "--disallowedTools"):
+        parser.add_argument(flag)
     return parser.parse_known_args(argv)
 
 
@@ -217,6 +224,8 @@ def pick_format(args: argparse.Namespace, script: dict[str, Any]) -> str:
 
 
 def read_prompt(args: argparse.Namespace, rest: list[str]) -> str:
+    if args.input_format == "stream-json":
+        return _user_text(sys.stdin.readline())
     if args.prompt_file:
         with open(args.prompt_file, encoding="utf-8", errors="replace") as fh:
             return fh.read()
@@ -445,7 +454,64 @@ def main(argv: list[str] | None = None) -> int:
     if script.get("resolve_conflicts") in ("ours", "theirs"):
         resolve_conflicts(str(script["resolve_conflicts"]))
     write_files(script)
-    return work(sim)
+    if args.permission_prompt_tool == "stdio" and fmt == "claude":
+        ask_all(sim, script.get("asks") or [])
+    code = work(sim)
+    if args.input_format == "stream-json":
+        converse(sim)
+    return code
+
+
+def _user_text(line: str) -> str:
+    """The text of a stream-json user message line (what claude reads on stdin)."""
+    try:
+        message = json.loads(line).get("message") or {}
+    except (ValueError, AttributeError):
+        return line.strip()
+    content = message.get("content") if isinstance(message, dict) else ""
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def ask_all(sim: Sim, asks: list[dict[str, Any]]) -> None:
+    """Ask for each scripted tool use the way claude's permission channel does, and act on
+    the answer: write its files when allowed, say it was refused when not."""
+    for number, ask in enumerate(asks, 1):
+        request_id = f"sim-ask-{number}"
+        tool, tool_input = str(ask.get("tool") or "Bash"), dict(ask.get("input") or {})
+        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input,
+                   "tool_use_id": f"toolu_sim_{number}"}  # fmt: skip
+        sim.jsonl({"type": "control_request", "request_id": request_id, "request": request})
+        answer = _await_answer(request_id)
+        allowed = answer.get("behavior") == "allow"
+        if allowed and tool == "AskUserQuestion":
+            write_files({"write_files": {"answers.json": json.dumps(
+                (answer.get("updatedInput") or {}).get("answers") or {})}})  # fmt: skip
+        elif allowed:
+            write_files({"write_files": ask.get("writes") or {}})
+        said = "ran" if allowed else f"refused: {answer.get('message', '')}"
+        sim.progress(f"{tool} {json.dumps(tool_input)} {said}")
+
+
+def _await_answer(request_id: str) -> dict[str, Any]:
+    for line in sys.stdin:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        response = (event.get("response") or {}) if isinstance(event, dict) else {}
+        if response.get("request_id") == request_id:
+            return dict(response.get("response") or {})
+    return {"behavior": "deny", "message": "stdin closed"}
+
+
+def converse(sim: Sim) -> None:
+    """Like claude after its result: each further user line is another turn; EOF ends it."""
+    for line in sys.stdin:
+        text = _user_text(line)
+        if text:
+            sim.progress(f"noted: {text}")
+            write_files({"write_files": {"operator-said.txt": text + "\n"}})
+            sim.finish(f"noted: {text}", is_error=False)
 
 
 def write_files(script: dict[str, Any]) -> None:

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relay_engine.contracts.rules import Rule
+from relay_engine.contracts.config import AgentConfig, PermissionsConfig, RelayConfig
+from relay_engine.contracts.rules import Rule, parse_rules
 
 EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS"})
@@ -243,3 +244,45 @@ def question_text(tool_input: Mapping[str, Any]) -> str:
         return str(tool_input.get("question") or "")
     texts = [q.get("question", "") for q in questions if isinstance(q, dict)]
     return " / ".join(t for t in texts if t)
+
+
+def workspace_policy(config: PermissionsConfig) -> Policy:
+    """relay.toml's ``[permissions]`` as a policy (its rules were checked when it was read)."""
+    return Policy(
+        allow=parse_rules(config.allow),
+        deny=parse_rules(config.deny),
+        ask=config.ask,
+        ask_timeout_s=config.ask_timeout,
+    )
+
+
+def agent_policy(agent: AgentConfig, workspace: Policy) -> Policy | None:
+    """An agent's own ``permissions``, which narrow the workspace's; None without any."""
+    own = agent.permissions
+    if own is None:
+        return None
+    return Policy(
+        allow=parse_rules(own.allow),
+        deny=parse_rules(own.deny),
+        ask=own.ask or workspace.ask,
+        ask_timeout_s=workspace.ask_timeout_s,
+    )
+
+
+def cli_rules(
+    config: RelayConfig, agent: AgentConfig, added: tuple[Sequence[Rule], Sequence[Rule]]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(allow, deny) rules for a CLI's own flags, so it decides those without asking: the
+    workspace's allows (only those the agent's own list repeats, when it narrows), plus
+    "always" answers; every deny. Whatever else a CLI asks, relay decides."""
+    workspace = workspace_policy(config.permissions)
+    own = agent_policy(agent, workspace)
+    allow = workspace.allow
+    if own is not None and own.allow:
+        allow = tuple(rule for rule in own.allow if rule in workspace.allow)
+    deny = (*workspace.deny, *(own.deny if own is not None else ()))
+    extra_allow, extra_deny = added
+    return (
+        tuple(dict.fromkeys(str(r) for r in (*allow, *extra_allow))),
+        tuple(dict.fromkeys(str(r) for r in (*deny, *extra_deny))),
+    )

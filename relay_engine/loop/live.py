@@ -9,7 +9,13 @@ from typing import Any
 
 from sqlmodel import Session, col, update
 
-from relay_engine.agents.adapters.base import AgentReport, StreamParser
+from relay_engine.agents.adapters.base import (
+    Adapter,
+    AgentReport,
+    Denial,
+    StreamParser,
+    ToolRequest,
+)
 from relay_engine.agents.launch import LaunchRequest, display_argv
 from relay_engine.agents.runner import LaunchSpec, RunningProcess
 from relay_engine.core.outcomes import Outcome, StopReason
@@ -35,11 +41,42 @@ class LiveExecution:
     saved_output: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None  # on the engine's clock, when its start was recorded
+    adapter: Adapter | None = None  # how to talk to a conversing CLI
+    asks: dict[int, ToolRequest] = field(default_factory=dict)  # open asks it waits on
+    denials: list[Denial] = field(default_factory=list)  # refused by relay or the operator
+    turns_expected: int = 1  # results before its conversation is over (one per user line)
+    waiting_since: float | None = None  # on the engine's clock, while an ask is open
+    waited_s: float = 0.0  # time spent waiting on asks: not counted against its timeout
 
     def timed_out(self, now: float) -> bool:
-        """Past its timeout on the engine's clock (the one ``now`` comes from)."""
+        """Past its timeout on the engine's clock (the one ``now`` comes from), not counting
+        the time it waited on the operator."""
         started = self.started_at if self.started_at is not None else self.process.started_at
-        return now - started > self.process.spec.timeout_s
+        waiting = now - self.waiting_since if self.waiting_since is not None else 0.0
+        return now - started - self.waited_s - waiting > self.process.spec.timeout_s
+
+    def wait_on(self, ask_id: int, request: ToolRequest, now: float) -> None:
+        self.asks[ask_id] = request
+        if self.waiting_since is None:
+            self.waiting_since = now
+
+    def stop_waiting(self, ask_id: int, now: float) -> ToolRequest | None:
+        request = self.asks.pop(ask_id, None)
+        if not self.asks and self.waiting_since is not None:
+            self.waited_s += now - self.waiting_since
+            self.waiting_since = None
+        return request
+
+    def turn_over(self) -> bool:
+        """A conversing CLI answered every user line it was sent: nothing more to say."""
+        return self.parser.report.turns_ended >= self.turns_expected
+
+    def all_denials(self) -> list[Denial]:
+        """What relay or the operator refused, then what the CLI refused on its own (a
+        request relay denied shows up in the CLI's own list too: counted once)."""
+        ours = {d.tool_use_id for d in self.denials if d.tool_use_id}
+        cli = [d for d in self.parser.report.denials if d.tool_use_id not in ours]
+        return [*self.denials, *cli]
 
     def stop(self, reason: StopReason, grace_s: float) -> None:
         """Ask the process group to stop; the first reason given is the one recorded."""

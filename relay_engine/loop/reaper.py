@@ -25,12 +25,13 @@ from relay_engine.core.outcomes import (
 )
 from relay_engine.core.selection import Selected, pick_agent
 from relay_engine.git.worktrees import WorkspaceError
+from relay_engine.loop.asking import Asking
 from relay_engine.loop.health import excuse, low_space
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import assignments, budgets
+from relay_engine.ops import asks, assignments, budgets
 from relay_engine.ops.completion import (
     LimitDecision,
     apply_outcome,
@@ -53,6 +54,7 @@ class Reaper:
     def __init__(self, runtime: EngineRuntime, *, plans: PlannerRounds) -> None:
         self.runtime = runtime
         self.plans = plans
+        self.asking = Asking(runtime)
         self._last_output_save = 0.0
 
     def reap(self, now: float, *, fence: bool = True) -> bool:
@@ -71,6 +73,7 @@ class Reaper:
         wall = datetime.now().astimezone()
         for live in list(runtime.live.values()):
             report = live.pump(wall)
+            self.asking.collect(live)
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
             self._watch_stderr(live, now)
@@ -82,8 +85,9 @@ class Reaper:
                 finished = self._judge(live, wall)
                 del runtime.live[live.execution_id]
                 runtime.exited[live.execution_id] = finished
+        asked = self.asking.step(now)
         if not runtime.exited:
-            return False
+            return asked
         self._settle_worktrees(now)
         self._write_exits(now)
         return True
@@ -227,6 +231,7 @@ class Reaper:
                     stale.append(exit_)
             warn_at = runtime.config.engine.budget_warn_at
             budgets.announce(session, {e.live.job_id for e in pending}, warn_at, now)
+            asks.cancel_open(session, [e.live.execution_id for e in pending], now)
         for exit_ in pending:
             runtime.exited.pop(exit_.live.execution_id, None)
         for exit_ in stale:
@@ -276,8 +281,10 @@ class Reaper:
                 cost_usd=spend.cost_usd,
                 cost_estimated=spend.estimated,
                 last_output=(live.last_output or live.saved_output or "")[:300] or None,
+                denials=[d.as_json() for d in live.all_denials()],
             )
         )
+        _note_cli_denials(session, live, now)
 
     def on_complete(
         self,
@@ -389,3 +396,20 @@ def _note_lost(
         level="warning",
         data={"execution": live.execution_id, "outcome": outcome.kind.value},
     )
+
+
+def _note_cli_denials(session: Session, live: LiveExecution, now: float) -> None:
+    """What the CLI refused on its own (a rule of its own mode) is said, never dropped."""
+    for denial in live.all_denials():
+        if denial.by != "cli":
+            continue
+        record_event(
+            session,
+            EventKind.AGENT_DENIED,
+            f"{live.task_key or live.job_id}: {denial.summary} refused by the CLI itself"[:500],
+            now=now,
+            job_id=live.job_id,
+            task_key=live.task_key,
+            level="warning",
+            data={"tool": denial.tool, "by": "cli"},
+        )

@@ -30,6 +30,7 @@ from relay_engine.core.capacity import FleetCaps
 from relay_engine.core.failures import AgentFailure
 from relay_engine.core.faults import DiskFull, is_disk_full
 from relay_engine.core.outcomes import Outcome, OutcomeKind, StopReason
+from relay_engine.core.permissions import cli_rules
 from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
 from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
@@ -39,6 +40,7 @@ from relay_engine.loop.live import LiveExecution, record_spawn
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
 from relay_engine.ops import assignments, budgets
+from relay_engine.ops.asks import added_rules
 from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
@@ -71,6 +73,17 @@ class Deferred:
 
     def __str__(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True)
+class _Assembled:
+    """What a start needs besides the claim: read in one transaction before the spawn."""
+
+    job: Job | None
+    prompt: str
+    resume: str | None
+    allow_rules: tuple[str, ...]
+    deny_rules: tuple[str, ...]
 
 
 class Starter:
@@ -199,9 +212,10 @@ class Starter:
         else:
             try:
                 stage = Stage.PROMPT
-                job, prompt, resume = self._assemble(claim.task, agent)
+                assembled = self._assemble(claim.task, agent)
+                prompt = assembled.prompt
                 stage = Stage.WORKTREE
-                request = self._launch_request(claim, agent, job, prompt, resume)
+                request = self._launch_request(claim, agent, assembled)
                 stage = Stage.LAUNCH
                 live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
                 return live, spec, request
@@ -225,6 +239,7 @@ class Starter:
         spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
         spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
         process = launch(spec, on_exit=self.runtime.wake)
+        adapter = adapter_for(request.agent)
         live = LiveExecution(
             execution_id=request.execution_id,
             task_key=task_key,
@@ -233,32 +248,31 @@ class Starter:
             agent_id=request.agent.id,
             provider=request.agent.provider,
             process=process,
-            parser=adapter_for(request.agent).parser(),
+            parser=adapter.parser(),
             extra={"resumed": request.resume_session_id is not None},
+            adapter=adapter,
         )
         self.runtime.live[request.execution_id] = live
         return live, spec
 
-    def _assemble(self, task: Task, agent: AgentConfig) -> tuple[Job | None, str, str | None]:
-        """The task's job, its prompt, and the provider session to resume (if any)."""
+    def _assemble(self, task: Task, agent: AgentConfig) -> _Assembled:
+        """The task's job, its prompt, the provider session to resume (if any), and the
+        permission rules the agent's CLI is handed."""
         with self.runtime.store.read() as session:
             job = session.get(Job, task.job_id)
             prompt = assemble_prompt(
                 prompt_context(session, self.runtime.workspace, task, job, agent.provider)
             )
             resume = assignments.resumable_session(session, task, agent.id)
-        return job, prompt, resume
+            added = added_rules(session, task_key=task.key, job_id=task.job_id, agent=agent.id)
+        allow, deny = cli_rules(self.runtime.config, agent, added)
+        return _Assembled(job, prompt, resume, allow, deny)
 
     def _launch_request(
-        self,
-        claim: dispatch.Claim,
-        agent: AgentConfig,
-        job: Job | None,
-        prompt: str,
-        resume: str | None,
+        self, claim: dispatch.Claim, agent: AgentConfig, assembled: _Assembled
     ) -> LaunchRequest:
         """Where the agent will run: a fresh worktree when the job's repo is git."""
-        task = claim.task
+        task, job = claim.task, assembled.job
         cwd = (
             self.runtime.worktrees.cwd_for(
                 job.repo_path, job.id, task.task_id, job.base_branch, kind=task.kind
@@ -271,12 +285,14 @@ class Starter:
             task_key=task.key,
             job_id=task.job_id,
             attempt=task.attempt,
-            prompt=prompt,
+            prompt=assembled.prompt,
             cwd=cwd,
             timeout_s=timeout_for(task),
             agent=agent,
             sim_script=task.sim,
-            resume_session_id=resume,
+            resume_session_id=assembled.resume,
+            allow_rules=assembled.allow_rules,
+            deny_rules=assembled.deny_rules,
         )
 
     def _mark_started(

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlmodel import Session, col, select, update
 
-from relay_engine.ops import agents, assignments, budgets, jobs, plans, pulls, tasks
+from relay_engine.ops import agents, asks, assignments, budgets, jobs, plans, pulls, tasks
 from relay_engine.ops.refusals import Refused
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
@@ -162,11 +162,31 @@ class Close(OperatorCommand):
         return pulls.request_close(session, jobs.find_job(session, self.job), now)
 
 
+class AnswerAsk(OperatorCommand):
+    """Allow, deny or answer what an agent asked; ``always`` adds the rule for a scope."""
+
+    kind: ClassVar[str] = "answer"
+    ask: int
+    answer: Literal["allow", "deny", "answer"]
+    text: str | None = None
+    always: Literal["task", "job", "agent"] | None = None
+    by: str = "operator"
+
+    def apply(self, session: Session, now: float) -> str:
+        ask = asks.find_ask(session, self.ask)
+        return asks.answer_ask(
+            session, ask, self.answer, now, text=self.text, always=self.always, by=self.by
+        )
+
+    def job_id(self) -> str | None:
+        return None
+
+
 COMMANDS: dict[str, type[OperatorCommand]] = {
     c.kind: c
     for c in (
         CancelTask, RetryTask, CancelJob, Replan, ApproveWave, InstallPlan, Pin, RaiseBudget,
-        ResetAgent, Merge, Close,
+        ResetAgent, Merge, Close, AnswerAsk,
     )
 }  # fmt: skip
 

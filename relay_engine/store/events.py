@@ -80,6 +80,13 @@ class EventKind(StrEnum):
     BUDGET_EXHAUSTED = "budget.exhausted"
     BUDGET_RAISED = "budget.raised"
     EXECUTION_LOST = "execution.lost"
+    AGENT_NEEDS_INPUT = "agent.needs_input"
+    AGENT_DENIED = "agent.denied"
+    ASK_ANSWERED = "ask.answered"
+    ASK_EXPIRED = "ask.expired"
+    TASK_HELD = "task.held"
+    TASK_HANDED_BACK = "task.handed_back"
+    OPERATOR_SAID = "operator.said"
 
     ENGINE_STARTED = "engine.started"
     ENGINE_STOPPED = "engine.stopped"

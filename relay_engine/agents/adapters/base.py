@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from relay_engine.core.failures import AgentFailure, ExitEvidence, classify_event, classify_exit
 from relay_engine.core.limits import LimitSignal, detect_limit, detect_limit_in_event
@@ -42,6 +42,9 @@ class InvocationContext:
     command: tuple[str, ...] | None = None
     extra_args: tuple[str, ...] = ()
     access: str = "workspace-write"  # "read-only" | "workspace-write" | "full"
+    permission_channel: bool = False  # relay answers the CLI's tool requests over stdin
+    allow_rules: tuple[str, ...] = ()  # relay's rules, for the CLI's own allow/deny flags
+    deny_rules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,43 @@ class Invocation:
     argv: list[str]
     stdin_text: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    conversation: bool = False  # stdin stays open: relay answers requests and says more
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """A tool use (or a question for a person) the CLI asks its client about, and waits."""
+
+    request_id: str
+    tool: str
+    input: dict[str, Any]
+    kind: str = "permission"  # "permission" | "question"
+    suggestion: str | None = None  # the rule the CLI itself would add to allow it
+    context: str | None = None  # the agent's last message before it asked
+    tool_use_id: str | None = None  # the model's id of the call, as denials name it
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What the CLI is told: run it (as asked, or with a question's ``answers``) or not."""
+
+    allow: bool
+    message: str = ""  # a denial's reason, which the model reads
+    answers: dict[str, str] | None = None  # a question's answers: question -> answer
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A tool request refused: by relay's rules, by the operator, or by the CLI on its own."""
+
+    tool: str
+    summary: str
+    by: str  # "rule" | "operator" | "timeout" | "cli"
+    reason: str = ""
+    tool_use_id: str | None = None
+
+    def as_json(self) -> dict[str, str]:
+        return {"tool": self.tool, "summary": self.summary, "by": self.by, "reason": self.reason}
 
 
 @dataclass
@@ -66,6 +106,8 @@ class AgentReport:
     limit: LimitSignal | None = None
     failure: AgentFailure | None = None  # the agent could not work at all (login, network, CLI)
     last_progress: str | None = None
+    turns_ended: int = 0  # results seen: a conversing CLI waits for more input after each
+    denials: list[Denial] = field(default_factory=list)  # refused by the CLI itself
 
 
 @runtime_checkable
@@ -77,8 +119,20 @@ class StreamParser(Protocol):
     def notice_stderr(self, stderr_tail: str) -> None:
         """Look at the stderr so far while the CLI runs (retry loops some CLIs print there)."""
 
+    def take_requests(self) -> list[ToolRequest]:
+        """Tool requests that arrived since the last call, each waiting for its answer."""
+
     @property
     def report(self) -> AgentReport: ...
+
+
+@runtime_checkable
+class Conversing(Protocol):
+    """An adapter whose CLI takes answers and more words on stdin while it runs."""
+
+    def answer_line(self, request: ToolRequest, answer: ToolAnswer) -> bytes: ...
+
+    def user_line(self, text: str) -> bytes: ...
 
 
 @runtime_checkable
@@ -292,6 +346,7 @@ class BaseParser:
         self._lines = LineBuffer()
         self._raw = TextKeeper()  # stdout lines that were not events, for limit detection
         self._cli_errors: deque[str] = deque(maxlen=8)  # the CLI's own error texts
+        self._requests: list[ToolRequest] = []
 
     @property
     def report(self) -> AgentReport:
@@ -311,6 +366,10 @@ class BaseParser:
 
     def notice_stderr(self, stderr_tail: str) -> None:
         """Most CLIs stream everything worth knowing on stdout; see GeminiParser."""
+
+    def take_requests(self) -> list[ToolRequest]:
+        taken, self._requests = self._requests, []
+        return taken
 
     def _line(self, line: str, now: datetime) -> None:
         raise NotImplementedError

@@ -2,18 +2,29 @@
 
 The stream is JSONL: a `system`/`init` event (session_id, model), `assistant` and `user`
 messages, optional `rate_limit_event`s, and a final `result` event carrying the answer, the
-session id, `total_cost_usd` and `usage`.
+session id, `total_cost_usd`, `usage` and the `permission_denials` claude decided itself.
+
+With relay's permission channel (``--input-format stream-json --permission-prompt-tool
+stdio``) the prompt goes in on stdin as a user message, every tool use the permission mode
+does not pre-approve arrives as a ``control_request`` (`can_use_tool`) that claude waits on,
+and relay's answer goes back on stdin as a ``control_response``; an `AskUserQuestion` is
+such a request too, answered with the question's answers. After its `result` claude waits
+for the next user message; closing stdin ends it. (See docs/agent-clis.md.)
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
+    Denial,
     Invocation,
     InvocationContext,
     JsonLinesParser,
+    ToolAnswer,
+    ToolRequest,
     add_tokens,
     clean_progress,
     extract_json,
@@ -37,21 +48,51 @@ class ClaudeAdapter:
 
     def build(self, ctx: InvocationContext) -> Invocation:
         exe = list(ctx.command) if ctx.command else ["claude"]
-        via_stdin = prompt_needs_stdin(ctx.prompt)
+        talk = ctx.permission_channel and ctx.access != "full"
+        via_stdin = talk or prompt_needs_stdin(ctx.prompt)
         argv = [*exe, "-p", *([] if via_stdin else [ctx.prompt])]
         argv += ["--output-format", "stream-json", "--verbose"]
+        if talk:
+            argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
         argv += ["--permission-mode", PERMISSION_MODES[ctx.access]]
         if ctx.resume_session_id:
             argv += ["--resume", ctx.resume_session_id]
         if ctx.model:
             argv += ["--model", ctx.model]
         argv += list(ctx.extra_args)
-        if ctx.tools:  # last: --allowedTools is variadic and would swallow what follows
-            argv += ["--allowedTools", ",".join(ctx.tools)]
+        if ctx.deny_rules:
+            argv += ["--disallowedTools", ",".join(ctx.deny_rules)]
+        allowed = [*ctx.tools, *ctx.allow_rules]
+        if allowed:  # last: --allowedTools is variadic and would swallow what follows
+            argv += ["--allowedTools", ",".join(allowed)]
+        if talk:
+            stdin = self.user_line(ctx.prompt).decode("utf-8")
+            return Invocation(argv, stdin, relay_env(ctx), conversation=True)
         return Invocation(argv, ctx.prompt if via_stdin else None, relay_env(ctx))
 
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
+
+    def answer_line(self, request: ToolRequest, answer: ToolAnswer) -> bytes:
+        if answer.allow:
+            updated = dict(request.input)
+            if answer.answers is not None:
+                updated["answers"] = answer.answers
+            body: dict[str, Any] = {"behavior": "allow", "updatedInput": updated}
+        else:
+            body = {"behavior": "deny", "message": answer.message or "denied by relay"}
+        response = {"subtype": "success", "request_id": request.request_id, "response": body}
+        return _line({"type": "control_response", "response": response})
+
+    def user_line(self, text: str) -> bytes:
+        message = {"role": "user", "content": text}
+        return _line(
+            {"type": "user", "message": message, "parent_tool_use_id": None, "session_id": ""}
+        )
+
+
+def _line(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 class ClaudeParser(JsonLinesParser):
@@ -78,7 +119,30 @@ class ClaudeParser(JsonLinesParser):
             self._assistant(event)
         elif kind == "result":
             self._result(event)
+        elif kind == "control_request":
+            self._control_request(event)
         self._event_limit(event, now)
+
+    def _control_request(self, event: dict) -> None:
+        request = event.get("request")
+        if not isinstance(request, dict) or request.get("subtype") != "can_use_tool":
+            return
+        tool = str(request.get("tool_name") or "tool")
+        tool_input = request.get("input") if isinstance(request.get("input"), dict) else {}
+        self._requests.append(
+            ToolRequest(
+                request_id=str(event.get("request_id") or ""),
+                tool=tool,
+                input=tool_input,
+                kind="question" if tool == "AskUserQuestion" else "permission",
+                suggestion=_suggestion(request.get("permission_suggestions")),
+                context=self._last_text,
+                tool_use_id=request.get("tool_use_id"),
+            )
+        )
+        self._report.last_progress = (
+            f"waiting: {_tool_progress({'name': tool, 'input': tool_input})}"
+        )
 
     def _assistant(self, event: dict) -> None:
         message = event.get("message")
@@ -101,6 +165,8 @@ class ClaudeParser(JsonLinesParser):
     def _result(self, event: dict) -> None:
         report = self._report
         self._has_result = True
+        report.turns_ended += 1
+        report.denials = [*report.denials, *_denials(event.get("permission_denials"))]
         result = event.get("result")
         report.result_text = result if isinstance(result, str) else self._last_text
         report.result_data = extract_json(report.result_text)
@@ -142,3 +208,37 @@ def _tool_progress(block: dict) -> str | None:
         else:
             detail = json.dumps(tool_input, ensure_ascii=False)[:120]
     return clean_progress(f"{name}: {detail}" if detail else str(name))
+
+
+def _suggestion(suggestions: object) -> str | None:
+    """The first rule claude would add to allow the request: ``Bash(npm test *)``."""
+    if not isinstance(suggestions, list):
+        return None
+    for suggestion in suggestions:
+        rules = suggestion.get("rules") if isinstance(suggestion, dict) else None
+        for rule in rules if isinstance(rules, list) else []:
+            if isinstance(rule, dict) and rule.get("toolName"):
+                content = rule.get("ruleContent")
+                return f"{rule['toolName']}({content})" if content else str(rule["toolName"])
+    return None
+
+
+def _denials(entries: object) -> list[Denial]:
+    """``permission_denials`` of a result: what claude refused without asking anyone."""
+    if not isinstance(entries, list):
+        return []
+    found = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        tool = str(entry.get("tool_name") or "tool")
+        summary = _tool_progress({"name": tool, "input": entry.get("tool_input")}) or tool
+        refused = Denial(
+            tool,
+            summary.replace(": ", " ", 1),
+            "cli",
+            "claude refused it",
+            entry.get("tool_use_id"),
+        )
+        found.append(refused)
+    return found

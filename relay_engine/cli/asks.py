@@ -1,0 +1,81 @@
+"""``relay asks`` and ``relay answer``: what agents wait on you for, and your answer.
+
+An answer is an operator command like any other: it reaches the agent through whichever
+engine runs it, on that engine's next tick, from any host on the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+
+from rich.markup import escape
+from rich.table import Table
+
+from relay_engine.cli.output import console, open_store
+from relay_engine.cli.steer import command
+from relay_engine.contracts.time_format import format_time
+from relay_engine.ops import commands
+from relay_engine.store.read_model import AskView, read_asks
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    asks = sub.add_parser("asks", help="what agents wait on you for: tool requests, questions")
+    asks.add_argument("--json", action="store_true")
+    asks.add_argument("--all", action="store_true", help="answered and expired ones too")
+    asks.set_defaults(func=cmd_asks)
+    answer = sub.add_parser("answer", help="allow, deny or answer what an agent asked")
+    answer.add_argument("ask", type=int, help="the ask's number (relay asks)")
+    answer.add_argument("answer", choices=("allow", "deny"), nargs="?", default="allow")
+    answer.add_argument(
+        "--always",
+        choices=("task", "job", "agent"),
+        help="also add the rule it needed (relay asks shows it) for this task, job or agent",
+    )
+    answer.add_argument("--text", help="the reason the agent reads, or a question's answer")
+    answer.set_defaults(func=command(_answer_command))
+
+
+def _answer_command(args: argparse.Namespace) -> commands.AnswerAsk:
+    kind = "answer" if args.text and args.answer == "allow" else args.answer
+    return commands.AnswerAsk(
+        ask=args.ask, answer=kind, text=args.text, always=args.always, by="cli"
+    )
+
+
+def cmd_asks(args: argparse.Namespace) -> int:
+    with open_store(args, readonly=True).read() as session:
+        rows = read_asks(session, open_only=not args.all)
+    if args.json:
+        print(json.dumps([ask_json(a) for a in rows], indent=2))
+        return 0
+    if not rows:
+        console.print("nothing waits on you")
+        return 0
+    console.print(asks_table(rows, time.time()))
+    return 0
+
+
+def ask_json(ask: AskView) -> dict[str, object]:
+    body = asdict(ask)
+    body["tool_input"] = dict(ask.tool_input)
+    return body
+
+
+def asks_table(rows: list[AskView], now: float) -> Table:
+    table = Table(title="waiting on you", title_justify="left")
+    for column in ("ask", "task", "agent", "wants", "age", "times out", "always adds"):
+        table.add_column(column)
+    for ask in rows:
+        table.add_row(
+            str(ask.id),
+            ask.task_key or ask.job_id,
+            ask.agent,
+            escape(ask.summary[:120]),
+            f"{max(0, now - ask.asked_at) / 60:.0f} min",
+            format_time(ask.timeout_at) if ask.timeout_at else "never",
+            escape(ask.suggested_rule or "(a question)") if ask.status == "open" else ask.status,
+        )
+    return table
