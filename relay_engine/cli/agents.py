@@ -12,8 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from relay_engine.agents.doctor import diagnose
-from relay_engine.cli.output import console, err, open_store
-from relay_engine.cli.steer import command
+from relay_engine.cli.output import command, console, err, open_store
 from relay_engine.contracts.config import load_config
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store

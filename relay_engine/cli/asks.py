@@ -14,8 +14,7 @@ from dataclasses import asdict
 from rich.markup import escape
 from rich.table import Table
 
-from relay_engine.cli.output import console, open_store
-from relay_engine.cli.steer import command
+from relay_engine.cli.output import command, console, open_store
 from relay_engine.contracts.time_format import format_time
 from relay_engine.ops import commands
 from relay_engine.store.read_model import AskView, read_asks

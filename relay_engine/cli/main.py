@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from sqlalchemy.exc import SQLAlchemyError
 
-from relay_engine.cli import agents, asks, db, engines, status, steer, usage
+from relay_engine.cli import agents, asks, db, engines, status, steer, takeover, usage
 from relay_engine.cli import run as workspace
 from relay_engine.cli.output import err
 from relay_engine.contracts.config import ConfigError
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     steer.add_job_commands(sub)
     agents.add_commands(sub)
     asks.add_commands(sub)
+    takeover.add_commands(sub)
     engines.add_commands(sub)
     steer.add_pull_commands(sub)
     db.add_commands(sub)

@@ -4,11 +4,14 @@ and the consoles it prints on (stdout for results, stderr for faults, never fold
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops import commands
 from relay_engine.store.db import Store
 
 console = Console()
@@ -31,3 +34,30 @@ def open_store(
         auto_migrate=config.engine.auto_migrate,
         lease_s=config.engine.lease_seconds,
     )
+
+
+def command(
+    build: Callable[[argparse.Namespace], commands.OperatorCommand],
+    after: Callable[[argparse.Namespace, Store], int] | None = None,
+) -> Callable[[argparse.Namespace], int]:
+    """A subcommand that stores an operator command, applies it, and reports its outcome.
+
+    A running engine may apply the command before this process does; the outcome is read
+    back from the command row either way. ``after`` runs once the command was accepted.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        store = open_store(args)
+        command = build(args)
+        command_id = commands.enqueue(store, command)
+        commands.apply_pending(store, "cli", time.time())
+        result = commands.wait_for_outcome(store, command_id)
+        if result is None:
+            err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
+            return 1
+        (console if result.ok else err).print(result.outcome, markup=False)
+        if not result.ok:
+            return 1
+        return after(args, store) if after is not None else 0
+
+    return run

@@ -22,9 +22,11 @@ from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from sqlmodel import Session
 
 from relay_engine.cli import engines as cli_engines
+from relay_engine.cli.asks import ask_json, asks_table
 from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.contracts.config import EngineConfig, load_config
 from relay_engine.contracts.review import finding_lines
@@ -33,6 +35,7 @@ from relay_engine.loop.health import low_space
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
 from relay_engine.store.read_model import (
+    AskView,
     ExecutionView,
     JobView,
     LimitView,
@@ -40,6 +43,8 @@ from relay_engine.store.read_model import (
     SpendView,
     TaskView,
     agent_rows,
+    read_added_rules,
+    read_asks,
     read_executions,
     read_jobs,
     read_limits,
@@ -81,14 +86,24 @@ def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: fl
     tasks = read_tasks(session, job_ids=scope, clip=False)
     if task_id:
         tasks = [t for t in tasks if t.task_id == task_id]
-    spend = spend_by(session, Execution.task_key, [t.key for t in tasks], with_models=True)
+    keys = {t.key for t in tasks}
+    spend = spend_by(session, Execution.task_key, keys, with_models=True)
     runs: dict[str, list[ExecutionView]] = {}
     for run in read_executions(session, job_id=job_id):
         if run.task_key:
             runs.setdefault(run.task_key, []).append(run)
+    open_asks = [a for a in read_asks(session, job_id=job_id) if a.task_key in keys or not task_id]
+    waiting: dict[str, list[str]] = {}
+    for ask in open_asks:
+        waiting.setdefault(ask.task_key or "", []).append(ask.waiting)
     return {
         "jobs": [_job(j) for j in jobs],
-        "tasks": [_task(t, spend, runs.get(t.key, []), all_runs=bool(task_id)) for t in tasks],
+        "tasks": [
+            _task(t, spend, runs.get(t.key, []), waiting.get(t.key, []), all_runs=bool(task_id))
+            for t in tasks
+        ],
+        "asks": [ask_json(a) for a in open_asks],
+        "rules": [asdict(r) for r in read_added_rules(session, job_id=job_id)],
         "providers": [_provider(p) for p in read_limits(session)],
         "plans": [_plan(p) for p in read_plans(session, job_ids=scope)],
     }
@@ -169,7 +184,12 @@ EXECUTION_FIELDS = ("id", "attempt", "agent", "outcome", "exit_code", "error", "
 
 
 def _task(
-    task: TaskView, spend: dict[str, SpendView], runs: list[ExecutionView], *, all_runs: bool
+    task: TaskView,
+    spend: dict[str, SpendView],
+    runs: list[ExecutionView],
+    waiting: list[str],
+    *,
+    all_runs: bool,
 ) -> dict[str, Any]:
     shown = [{name: getattr(run, name) for name in EXECUTION_FIELDS} for run in runs]
     body = {
@@ -196,6 +216,9 @@ def _task(
         "kind": task.kind,
         "troubleshoots": task.parent_key,
         "guidance": task.guidance,
+        "held_by": task.held_by,
+        "held_at": task.held_at,
+        "waiting_on_you": waiting,
         "spend": spend_json(spend.get(task.key, SpendView())),
         "last_execution": shown[-1] if shown else None,
     }
@@ -236,6 +259,7 @@ STATE_STYLES = {
     "READY": "green",
     "MERGED": "green",
     "CLOSED": "magenta",
+    "HELD": "bold yellow",
 }
 
 
@@ -269,6 +293,11 @@ def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
         console.print(_job_table(job, tasks))
         for line in execution_lines(tasks):
             console.print(escape(line), highlight=False, soft_wrap=True)  # whole paths
+    if report["asks"]:
+        console.print(asks_table([AskView(**a) for a in report["asks"]], time.time()))
+    for rule in report["rules"]:
+        console.print(f"always ({rule['created_by'] or 'operator'}): {rule['scope']} "
+                      f"{rule['target']}: {rule['effect']} {rule['rule']}", markup=False)  # fmt: skip
     for provider in report["providers"]:
         if provider["status"] == "limited":
             reset = format_time(provider["reset_at"])
@@ -294,21 +323,28 @@ def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
     for column in ("task", "wave", "state", "attempt", "agent", "note"):
         table.add_column(column)
     for task in tasks:
-        style = STATE_STYLES.get(task["state"], "")
-        note = task["error"] or task["result"] or ""
-        if task["blocked_by"]:
-            note = f"blocked by {task['blocked_by']}"
-        elif task["waiting_on_provider"]:
-            note = f"waiting on {task['waiting_on_provider']}"
         table.add_row(
             task["id"],
             str(task["wave"]),
-            f"[{style}]{task['state']}[/]",
+            Text(task["state"], style=STATE_STYLES.get(task["state"], "")),
             f"{task['attempt']}/{task['max_attempts']}",
             task["agent"] or "",
-            (note or "")[:80],
+            Text(task_note(task)[:80]),
         )
     return table
+
+
+def task_note(task: dict[str, Any]) -> str:
+    """Why a task is where it is, most pressing first: the operator, a block, a wait."""
+    if task["waiting_on_you"]:
+        return "; ".join(task["waiting_on_you"])
+    if task["held_by"]:
+        return f"held by {task['held_by']} since {format_time(task['held_at'])}"
+    if task["blocked_by"]:
+        return f"blocked by {task['blocked_by']}"
+    if task["waiting_on_provider"]:
+        return f"waiting on {task['waiting_on_provider']}"
+    return task["error"] or task["result"] or ""
 
 
 def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:

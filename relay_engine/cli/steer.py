@@ -13,40 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relay_engine.cli.output import console, err, open_store, workspace_of
+from relay_engine.cli.output import command, console, workspace_of
 from relay_engine.cli.status import pull_lines, status_report
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.inputs import check_json_shape, check_toml_shape, read_capped
 from relay_engine.contracts.keys import split_key
 from relay_engine.ops import commands
 from relay_engine.store.db import Store
-
-
-def command(
-    build: Callable[[argparse.Namespace], commands.OperatorCommand],
-    after: Callable[[argparse.Namespace, Store], int] | None = None,
-) -> Callable[[argparse.Namespace], int]:
-    """A subcommand that stores an operator command, applies it, and reports its outcome.
-
-    A running engine may apply the command before this process does; the outcome is read
-    back from the command row either way. ``after`` runs once the command was accepted.
-    """
-
-    def run(args: argparse.Namespace) -> int:
-        store = open_store(args)
-        command = build(args)
-        command_id = commands.enqueue(store, command)
-        commands.apply_pending(store, "cli", time.time())
-        result = commands.wait_for_outcome(store, command_id)
-        if result is None:
-            err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
-            return 1
-        (console if result.ok else err).print(result.outcome, markup=False)
-        if not result.ok:
-            return 1
-        return after(args, store) if after is not None else 0
-
-    return run
 
 
 def _settle_pull(args: argparse.Namespace, store: Store) -> int:

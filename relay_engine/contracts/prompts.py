@@ -45,6 +45,8 @@ class PromptParts:
     guidance: str | None = None  # a troubleshooter's advice after the task failed
     briefing: str = ""  # a troubleshooter's failure record
     contract: str = ""  # how to answer, when the task's kind has its own contract
+    operator_notes: Sequence[str] = ()  # what the operator said for this task (relay say)
+    handed_back: bool = False  # the operator worked on it by hand and handed it back
 
 
 def overlay_paths(
@@ -80,6 +82,14 @@ def assemble_prompt(parts: PromptParts) -> str:
         )
     if parts.guidance:
         sections.append(f"## A troubleshooter looked at the last failure\n{parts.guidance}")
+    if parts.handed_back:
+        sections.append(
+            "## The operator took this task over\nThey worked on it in your branch by hand "
+            "and handed it back: carry on from what the worktree holds now."
+        )
+    if parts.operator_notes:
+        said = "\n".join(f"- {note}" for note in parts.operator_notes)
+        sections.append(f"## The operator says\n{said}")
     if parts.briefing:
         sections.append(parts.briefing)
     sections.extend(overlay.strip() for overlay in parts.overlays if overlay.strip())

@@ -106,30 +106,53 @@ def _job_worktree(repo: Repo, root: Path, job_id: str) -> Path:
 
 
 def prepare_task_worktree(
-    repo: Repo, root: Path, job_id: str, task_id: str, base_branch: str, kind: str = "work"
+    repo: Repo,
+    root: Path,
+    job_id: str,
+    task_id: str,
+    base_branch: str,
+    kind: str = "work",
+    *,
+    keep_work: bool = False,
 ) -> Path:
     """A fresh worktree for the task on its own branch, cut from the job branch now.
 
     A ``rebase`` task's worktree also starts merging the moved base in, leaving the
     conflicts in place for the agent to resolve; relay commits the merge when it is done.
+    With ``keep_work`` (a task an operator took over and handed back to run on) the task's
+    branch is kept as it is, with what was done on it.
     """
     with git_lock(repo):
         ensure_job_branch(repo, job_id, base_branch)
         path = root / job_id / task_id
+        branch = task_branch(job_id, task_id)
+        if keep_work and _has_branch(repo, branch):
+            _add_on_branch(repo, path, branch)
+            return path
         _remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        run_git(
-            repo,
-            "worktree",
-            "add",
-            "-B",
-            task_branch(job_id, task_id),
-            str(path),
-            job_branch(job_id),
-        )
+        run_git(repo, "worktree", "add", "-B", branch, str(path), job_branch(job_id))
         if kind == "rebase":
             _start_base_merge(Repo(path), job_id, base_branch)
         return path
+
+
+def _add_on_branch(repo: Repo, path: Path, branch: str) -> None:
+    """The task's worktree on its existing branch: reused when it is still there."""
+    if (path / ".git").exists():
+        return
+    _remove_worktree(repo, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_git(repo, "worktree", "add", str(path), branch)
+
+
+def take_over_tree(repo: Repo, root: Path, job_id: str, task_id: str, base_branch: str) -> Path:
+    """The worktree an operator works in: the run's own (with what the agent left), or the
+    task's branch checked out again, or, for a task that never ran, a fresh one."""
+    path = root / job_id / task_id
+    if (path / ".git").exists():
+        return path
+    return prepare_task_worktree(repo, root, job_id, task_id, base_branch, keep_work=True)
 
 
 def _start_base_merge(tree: Repo, job_id: str, base_branch: str) -> None:
@@ -262,12 +285,27 @@ class Worktrees:
         task_id: str,
         base_branch: str,
         kind: str = "work",
+        *,
+        keep_work: bool = False,
     ) -> Path:
         """A fresh worktree when the job's repo is a git repository; else the repo or workspace."""
         repo = open_repo(repo_path)
         if repo is None:
             return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
-        return prepare_task_worktree(repo, self.root, job_id, task_id, base_branch, kind)
+        return prepare_task_worktree(
+            repo, self.root, job_id, task_id, base_branch, kind, keep_work=keep_work
+        )
+
+    def take_over(self, repo_path: str | None, job_id: str, task_id: str, base_branch: str) -> Path:
+        """Where an operator takes a task over (see :func:`take_over_tree`)."""
+        repo = open_repo(repo_path)
+        if repo is None:
+            return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
+        with git_lock(repo):
+            existing = self.root / job_id / task_id
+            if (existing / ".git").exists():
+                return existing
+        return take_over_tree(repo, self.root, job_id, task_id, base_branch)
 
     def has_tree(self, job_id: str, task_key: str | None) -> bool:
         """Whether this task has a worktree to settle (cheap: one stat, no git)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import watchfiles
 from sqlalchemy import or_
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, func, select, update
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
@@ -46,9 +46,14 @@ from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
 from relay_engine.store.db import Store
 from relay_engine.store.engines import mark_stopped, register_engine, this_host
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.schema import EngineRecord, Job, Plan, Task
+from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
 
 log = logging.getLogger(__name__)
+SETTLING_KINDS = (
+    EventKind.TASK_CANCELLED, EventKind.TASK_HANDED_BACK, EventKind.TASK_SUCCEEDED,
+    EventKind.TASK_FAILED,
+)  # fmt: skip
+"""Task events after which a job may be done, whoever recorded them."""
 
 
 class Engine:
@@ -97,6 +102,7 @@ class Engine:
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
+        self._events_seen = 0
 
     @property
     def config(self) -> RelayConfig:
@@ -162,6 +168,8 @@ class Engine:
             self._watch_config()
             self.notifier.start()
         if not self._joined:
+            with self.store.read() as session:
+                self._events_seen = int(session.exec(select(func.max(Event.id))).one() or 0)
             self._sync_agents()
             self._settle_all_jobs()
             self._joined = True
@@ -296,6 +304,7 @@ class Engine:
             changed |= self.pulls.tick(now)
             changed |= self.rounds.tick(now)
             changed |= promote_ready(self.store, now, self._gated())
+            self._notice_settled_elsewhere()
         changed |= self.reaper.reap(now, fence=full)
         changed |= self._finish_jobs(now)
         if (
@@ -363,6 +372,19 @@ class Engine:
                     .where(col(Plan.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
                 )
+
+    def _notice_settled_elsewhere(self) -> None:
+        """Tasks another process finished (a cancel or a hand-back applied by the CLI, an
+        engine elsewhere) may leave their job done: it is settled here too. One read of the
+        events since the last look."""
+        query = select(func.max(Event.id), Event.job_id).where(
+            col(Event.id) > self._events_seen, col(Event.kind).in_(SETTLING_KINDS)
+        )
+        with self.store.read() as session:
+            rows = session.exec(query.group_by(col(Event.job_id))).all()
+            newest = session.exec(select(func.max(Event.id))).one()
+        self.runtime.dirty_jobs.update(job for _, job in rows if job)
+        self._events_seen = int(newest or self._events_seen)
 
     def _settle_all_jobs(self) -> None:
         """Settle every active job, including ones another engine finished the work of."""

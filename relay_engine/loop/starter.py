@@ -84,6 +84,7 @@ class _Assembled:
     resume: str | None
     allow_rules: tuple[str, ...]
     deny_rules: tuple[str, ...]
+    said: tuple[str, ...]  # the operator's words this prompt carries
 
 
 class Starter:
@@ -92,6 +93,7 @@ class Starter:
     def __init__(self, runtime: EngineRuntime) -> None:
         self.runtime = runtime
         self._base_env = dict(os.environ)  # copied once: every launch starts from it
+        self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
@@ -216,6 +218,7 @@ class Starter:
                 prompt = assembled.prompt
                 stage = Stage.WORKTREE
                 request = self._launch_request(claim, agent, assembled)
+                self._said[claim.execution_id] = assembled.said
                 stage = Stage.LAUNCH
                 live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
                 return live, spec, request
@@ -266,7 +269,7 @@ class Starter:
             resume = assignments.resumable_session(session, task, agent.id)
             added = added_rules(session, task_key=task.key, job_id=task.job_id, agent=agent.id)
         allow, deny = cli_rules(self.runtime.config, agent, added)
-        return _Assembled(job, prompt, resume, allow, deny)
+        return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
 
     def _launch_request(
         self, claim: dispatch.Claim, agent: AgentConfig, assembled: _Assembled
@@ -275,7 +278,12 @@ class Starter:
         task, job = claim.task, assembled.job
         cwd = (
             self.runtime.worktrees.cwd_for(
-                job.repo_path, job.id, task.task_id, job.base_branch, kind=task.kind
+                job.repo_path,
+                job.id,
+                task.task_id,
+                job.base_branch,
+                kind=task.kind,
+                keep_work=task.keep_work,
             )
             if job
             else self.runtime.workspace
@@ -298,9 +306,13 @@ class Starter:
     def _mark_started(
         self, session: Session, fenced: Task | None, execution_id: str, now: float
     ) -> None:
-        """RUNNING, unless the task was taken from this execution meanwhile (``fenced`` None)."""
+        """RUNNING, unless the task was taken from this execution meanwhile (``fenced`` None).
+        What the operator said, and a handed-back task's branch, went into this run."""
+        said = self._said.pop(execution_id, ())
         if fenced is None:
             return
+        fenced.keep_work = False
+        fenced.operator_notes = [n for n in fenced.operator_notes or [] if n not in said]
         move_task(
             session,
             fenced,

@@ -21,7 +21,17 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlmodel import Session, col, select, update
 
-from relay_engine.ops import agents, asks, assignments, budgets, jobs, plans, pulls, tasks
+from relay_engine.ops import (
+    agents,
+    asks,
+    assignments,
+    budgets,
+    completion,
+    jobs,
+    plans,
+    pulls,
+    tasks,
+)
 from relay_engine.ops.refusals import Refused
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
@@ -182,11 +192,49 @@ class AnswerAsk(OperatorCommand):
         return None
 
 
+class TakeOver(OperatorCommand):
+    """The operator works on the task in the agent's own CLI; relay keeps its hands off."""
+
+    kind: ClassVar[str] = "takeover"
+    task: str
+    by: str = "operator"
+
+    def apply(self, session: Session, now: float) -> str:
+        return tasks.take_over(session, tasks.find_task(session, self.task), self.by, now)
+
+
+class HandBack(OperatorCommand):
+    """``done``: the task succeeded with what its worktree held (merged by whoever sent
+    this, before sending it); else it runs on headless in the same session, reading
+    ``text``."""
+
+    kind: ClassVar[str] = "handback"
+    task: str
+    done: bool = False
+    text: str | None = None
+
+    def apply(self, session: Session, now: float) -> str:
+        task = tasks.find_task(session, self.task)
+        outcome = tasks.hand_back(session, task, now, done=self.done, text=self.text)
+        if self.done:
+            completion.release_dependents(session, task, now=now)
+        return outcome
+
+
+class Say(OperatorCommand):
+    kind: ClassVar[str] = "say"
+    task: str
+    text: str
+
+    def apply(self, session: Session, now: float) -> str:
+        return tasks.say(session, tasks.find_task(session, self.task), self.text, now)
+
+
 COMMANDS: dict[str, type[OperatorCommand]] = {
     c.kind: c
     for c in (
         CancelTask, RetryTask, CancelJob, Replan, ApproveWave, InstallPlan, Pin, RaiseBudget,
-        ResetAgent, Merge, Close, AnswerAsk,
+        ResetAgent, Merge, Close, AnswerAsk, TakeOver, HandBack, Say,
     )
 }  # fmt: skip
 

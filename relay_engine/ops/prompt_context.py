@@ -49,6 +49,8 @@ def prompt_context(
         memory_notes=notes,
         overlays=overlays,
         attempt=task.attempt,
+        operator_notes=tuple(task.operator_notes or ()),
+        handed_back=task.keep_work,
         previous_error=task.error,
         guidance=task.guidance,
         briefing=troubleshoot.briefing(session, task, job)

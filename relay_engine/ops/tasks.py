@@ -9,9 +9,15 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts.keys import split_key
-from relay_engine.core.states import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, JobState, TaskState
+from relay_engine.core.states import (
+    ACTIVE_TASK_STATES,
+    TAKEOVER_STATES,
+    TERMINAL_JOB_STATES,
+    JobState,
+    TaskState,
+)
 from relay_engine.ops.refusals import Refused
-from relay_engine.store.events import EventKind
+from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, Task
 from relay_engine.store.task_rows import job_tasks, mark_blocked, move_task
@@ -78,3 +84,63 @@ def retry_task(session: Session, task: Task, now: float, *, why: str = "by opera
             session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED, message=message
         )
     return f"retried {task.key}"
+
+
+def take_over(session: Session, task: Task, by: str, now: float) -> str:
+    """HELD: no engine claims it and no timeout runs until the operator hands it back; a
+    running agent loses its claim, so its engine stops it and leaves its worktree alone."""
+    if task.state not in TAKEOVER_STATES:
+        raise Refused(f"task {task.key} is {task.state}: only a queued, running, parked or "
+                      "failed task can be taken over")  # fmt: skip
+    move_task(
+        session,
+        task,
+        TaskState.HELD,
+        now=now,
+        kind=EventKind.TASK_HELD,
+        message=f"{task.key} taken over by {by}",
+        level="warning",
+        held_by=by,
+        held_at=now,
+        data={"by": by},
+    )
+    return f"took over {task.key}"
+
+
+def hand_back(
+    session: Session, task: Task, now: float, *, done: bool, text: str | None = None
+) -> str:
+    """``done``: SUCCEEDED (the caller merged the worktree first); else QUEUED to run on in
+    the same session and on the same branch, with ``text`` for the agent to read."""
+    if task.state != TaskState.HELD:
+        raise Refused(f"task {task.key} is {task.state}, not held: nothing to hand back")
+    if done:
+        move_task(
+            session, task, TaskState.SUCCEEDED, now=now, kind=EventKind.TASK_HANDED_BACK,
+            message=f"{task.key} handed back done by {task.held_by or 'the operator'}",
+            held_by=None, held_at=None, finished_at=now, error=None,
+        )  # fmt: skip
+        return f"{task.key} done: merged into its job's branch"
+    notes = [*(task.operator_notes or []), *([text] if text else [])]
+    move_task(
+        session, task, TaskState.QUEUED, now=now, kind=EventKind.TASK_HANDED_BACK,
+        message=f"{task.key} handed back to run on" + (f": {text}" if text else ""),
+        held_by=None, held_at=None, keep_work=True, operator_notes=notes,
+        max_attempts=max(task.max_attempts, task.attempt + 1), error=None,
+    )  # fmt: skip
+    return f"{task.key} runs on in its session"
+
+
+def say(session: Session, task: Task, text: str, now: float) -> str:
+    """The operator's words for the task: handed to its running session where the CLI takes
+    input while it runs, else put in its next prompt."""
+    if not text.strip():
+        raise Refused("say what? the text is empty")
+    task.operator_notes = [*(task.operator_notes or []), text.strip()]
+    task.updated_at = now
+    session.add(task)
+    record_event(
+        session, EventKind.OPERATOR_SAID, f"{task.key}: the operator says: {text.strip()}"[:500],
+        now=now, job_id=task.job_id, task_key=task.key,
+    )  # fmt: skip
+    return f"{task.key} will read it"

@@ -65,7 +65,7 @@ TASK_COLUMNS = tuple(
         "pinned_agent", "provider", "attempt", "max_attempts", "wave", "story_size",
         "dependencies", "blocked_by", "waiting_on_provider", "not_before", "execution_id",
         "error", "result_summary", "started_at", "finished_at", "created_at", "updated_at",
-        "parent_key", "external_deps", "priority", "plan_id", "guidance",
+        "parent_key", "external_deps", "priority", "plan_id", "guidance", "held_by", "held_at",
     )
 )  # fmt: skip
 """The columns a TaskView needs: no input, result data or sim script (prompts are large)."""
@@ -105,6 +105,8 @@ class TaskView:
     priority: str = "P2"
     plan_id: int | None = None
     guidance: str | None = None
+    held_by: str | None = None  # HELD: the operator who took it over, and since when
+    held_at: float | None = None
 
     @classmethod
     def from_row(cls, row: Any, *, clip: bool = True) -> TaskView:
@@ -142,6 +144,8 @@ class TaskView:
             priority=row.priority,
             plan_id=row.plan_id,
             guidance=row.guidance,
+            held_by=row.held_by,
+            held_at=row.held_at,
         )
 
     @property

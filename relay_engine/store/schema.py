@@ -137,6 +137,7 @@ class Task(SQLModel, table=True):
     operator_notes: list[str] = _json([])  # ``relay say`` words for the next prompt
     held_by: str | None = None  # who took it over (HELD), e.g. "root@build-7"
     held_at: float | None = None
+    keep_work: bool = False  # handed back to run on: its next run keeps its branch's work
     started_at: float | None = None
     finished_at: float | None = None
     created_at: float = 0.0

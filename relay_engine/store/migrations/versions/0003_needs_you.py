@@ -35,6 +35,9 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("held_by", TEXT(), nullable=True))
         batch_op.add_column(sa.Column("held_at", sa.Float(), nullable=True))
+        batch_op.add_column(
+            sa.Column("keep_work", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
 
 
 def _create_ask() -> None:
@@ -89,6 +92,7 @@ def _create_permission_rule() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("relay_task", schema=None) as batch_op:
+        batch_op.drop_column("keep_work")
         batch_op.drop_column("held_at")
         batch_op.drop_column("held_by")
         batch_op.drop_column("operator_notes")
