@@ -54,6 +54,7 @@ def relay_toml(
     agents: list[dict[str, Any]] | None = None,
     notifications: dict[str, Any] | None = None,
     git: dict[str, Any] | None = None,
+    permissions: dict[str, Any] | None = None,
     **engine: Any,
 ) -> str:
     """A relay.toml with fast ticks and, by default, one sim agent taking every role;
@@ -75,6 +76,8 @@ def relay_toml(
         config["notifications"] = notifications
     if git is not None:
         config["git"] = git
+    if permissions is not None:
+        config["permissions"] = permissions
     return tomli_w.dumps(config)
 
 

@@ -85,14 +85,18 @@ def test_codex_tools_are_a_config_warning_not_silence(tmp_path: Path) -> None:
 
 def test_doctor_verdicts() -> None:
     claude = AgentConfig(id="claude-main", provider="claude")
+    hidden = frozenset({"--permission-prompt-tool"})  # taken, though --help does not list it
     ok = judge(
         claude,
-        Facts("claude", True, "2.1.197 (Claude Code)", help_text("claude"), logged_in=True),
+        Facts("claude", True, "2.1.197 (Claude Code)", help_text("claude"), True, "", hidden),
         is_root=False,
     )
+    assert judge(
+        claude, Facts("claude", True, "2.1.197", help_text("claude"), logged_in=True), False
+    ).problems == ("--permission-prompt-tool is not in this version's --help",)
     assert ok.ok and ok.argv == "--permission-mode acceptEdits"
     logged_out = judge(
-        claude, Facts("claude", True, "2.1.197", help_text("claude"), logged_in=False), False
+        claude, Facts("claude", True, "2.1.197", help_text("claude"), False, "", hidden), False
     )
     assert logged_out.problems == ("not logged in",) and "/login" in logged_out.fix
     missing = judge(AgentConfig(id="g", provider="gemini"), Facts("gemini", False), False)

@@ -23,7 +23,13 @@ from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import login_fix, missing_fix
 
 PROBE_TIMEOUT_S = 30.0
-CHOICE_FLAGS = ("--sandbox", "--permission-mode", "--approval-mode", "--output-format")
+CHOICE_FLAGS = (
+    "--sandbox", "--permission-mode", "--approval-mode", "--output-format", "--input-format",
+)  # fmt: skip
+SAMPLE_RULES = (("Bash(npm test:*)",), ("Bash(rm:*)",))  # so the rule flags are checked too
+HIDES_FLAGS = frozenset({"claude"})
+"""CLIs whose --help leaves out flags relay relies on (claude's --permission-prompt-tool):
+for these a missing flag is tried before it is called unknown."""
 HELP_ARGS = {"claude": ("--help",), "codex": ("exec", "--help"), "gemini": ("--help",)}
 GEMINI_KEYS = (
     "GEMINI_API_KEY",
@@ -43,6 +49,7 @@ class Facts:
     help_text: str | None = None
     logged_in: bool | None = None
     login_detail: str = ""
+    accepted: frozenset[str] = frozenset()  # flags --help hides that the CLI still takes
 
 
 @dataclass(frozen=True)
@@ -74,24 +81,46 @@ def sample_argv(agent: AgentConfig) -> list[str]:
         command=agent.command if agent.provider != "command" else None,
         extra_args=agent.args,
         access=agent.access,
+        permission_channel=True,
+        allow_rules=SAMPLE_RULES[0],
+        deny_rules=SAMPLE_RULES[1],
     )
     return adapter_for(agent).build(context).argv
 
 
-def argv_problems(argv: list[str], help_text: str) -> list[str]:
-    """Flags (and choice values) in ``argv`` that ``help_text`` does not mention."""
+def argv_problems(
+    argv: list[str], help_text: str, accepted: frozenset[str] = frozenset()
+) -> list[str]:
+    """Flags (and choice values) in ``argv`` that ``help_text`` does not mention, unless
+    the CLI took them when tried (``accepted``: claude's hidden --permission-prompt-tool)."""
     problems = []
     for index, token in enumerate(argv):
         if not token.startswith("-") or token == "-":
             continue
         flag = token.split("=", 1)[0]
-        if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+        if flag in accepted:
+            continue
+        if not _mentions(help_text, flag):
             problems.append(f"{flag} is not in this version's --help")
         elif flag in CHOICE_FLAGS and index + 1 < len(argv):
             value = argv[index + 1]
-            if not re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", help_text):
+            if not _mentions(help_text, value):
                 problems.append(f"{flag} {value} is not a choice this version offers")
     return problems
+
+
+def _mentions(help_text: str, word: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", help_text) is not None
+
+
+def hidden_flags(argv: list[str], help_text: str) -> list[tuple[str, str | None]]:
+    """Flags of ``argv`` (with the value after them) that ``help_text`` does not list."""
+    found = []
+    for index, token in enumerate(argv):
+        if token.startswith("--") and not _mentions(help_text, token.split("=", 1)[0]):
+            value = argv[index + 1] if index + 1 < len(argv) else None
+            found.append((token, value if value and not value.startswith("-") else None))
+    return found
 
 
 def access_flags(agent: AgentConfig, argv: list[str]) -> str:
@@ -116,7 +145,7 @@ def judge(agent: AgentConfig, facts: Facts, is_root: bool) -> DoctorRow:
         fix = missing_fix(agent.provider, facts.executable)
     elif facts.help_text is not None:
         own = argv[len(agent.command or (agent.provider,)) :]  # the CLI's flags, not the wrapper's
-        problems += argv_problems(own, facts.help_text)
+        problems += argv_problems(own, facts.help_text, facts.accepted)
         fix = (
             "fix `args`/`access`, or install the CLI version in the README's table"
             if problems
@@ -175,15 +204,33 @@ def check_agent(agent: AgentConfig, base_env: Mapping[str, str]) -> Facts:
         return Facts(executable=head, found=True)
     version = _run([*prefix, "--version"], env)
     help_run = _run([*prefix, *HELP_ARGS[agent.provider]], env)
+    help_text = help_run[1] + help_run[2] if help_run and help_run[0] == 0 else None
     logged_in, detail = _login_state(agent.provider, prefix, env)
     return Facts(
         executable=head,
         found=True,
         version=_first_line(version[1]) if version and version[0] == 0 else None,
-        help_text=help_run[1] + help_run[2] if help_run and help_run[0] == 0 else None,
+        help_text=help_text,
         logged_in=logged_in,
         login_detail=detail,
+        accepted=_accepted_hidden(agent, prefix, env, help_text),
     )
+
+
+def _accepted_hidden(
+    agent: AgentConfig, prefix: list[str], env: Mapping[str, str], help_text: str | None
+) -> frozenset[str]:
+    """Flags relay passes that --help does not list, tried one by one with --version: a CLI
+    that does not know a flag refuses it before printing its version."""
+    if help_text is None or agent.provider not in HIDES_FLAGS:
+        return frozenset()
+    own = sample_argv(agent)[len(agent.command or (agent.provider,)) :]
+    taken = set()
+    for flag, value in hidden_flags(own, help_text):
+        done = _run([*prefix, flag, *([value] if value else []), "--version"], env)
+        if done is not None and done[0] == 0:
+            taken.add(flag)
+    return frozenset(taken)
 
 
 def _login_state(

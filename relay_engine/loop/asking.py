@@ -150,8 +150,9 @@ class Asking:
         asks.settle(session, ask, asks.EXPIRED, now)
         if tool is None:
             return True
-        minutes = round(((ask.timeout_at or now) - ask.asked_at) / 60)
-        message = f"no answer in {minutes} min: denied, go on without it"
+        waited = (ask.timeout_at or now) - ask.asked_at
+        span = f"{waited / 60:.0f} min" if waited >= 90 else f"{waited:.0f} s"
+        message = f"no answer in {span}: denied, go on without it"
         request = Request(tool.tool, tool.input, str(live.process.spec.cwd))
         denial = Denial(tool.tool, ask.summary, "timeout", message, tool.tool_use_id)
         self._deny(session, live, tool, request, denial, now, message=message)
