@@ -167,3 +167,54 @@ def test_doctor_checks_the_permission_flags_against_the_pinned_claude(
     (row,) = json.loads(doctor.stdout)["agents"]
     assert row["problems"] == [], row
     assert doctor.returncode == 0
+
+
+def test_real_claude_plans_builds_checks_reviews_and_the_job_merges(
+    cli_bin: Path, model_stub: ModelStub, tmp_path: Path, repo: Path
+) -> None:
+    """One autonomous job, every role the pinned claude on the stub: the check the
+    implementer runs (allowed by a rule) writes its file, and both land on the base."""
+    subprocess.run(["git", "checkout", "-q", "-b", "elsewhere"], cwd=repo, check=True)
+    plan = {
+        "objective_status": "in_progress",
+        "assessment": "one task writes the greeting and checks it",
+        "next_tasks": [{"id": "greet", "title": "Write greet.txt", "input": "write greet.txt",
+                        "role": "implementer", "dependencies": [], "story_size": "S"}],
+        "unblocks": [],
+    }  # fmt: skip
+    done = {"objective_status": "satisfied", "assessment": "greeted", "next_tasks": []}
+    check = "python3 -c \"open('checked.txt', 'w').write(open('greet.txt').read().upper())\""
+    approve = {"verdict": "approve", "summary": "greets as asked", "findings": []}
+    model_stub.script(
+        [
+            say(json.dumps(plan)),
+            call("Write", {"file_path": "greet.txt", "content": "hello\n"}),
+            call("Bash", {"command": check, "description": "run the check"}),
+            say('{"summary": "wrote greet.txt and checked it"}'),
+            say(json.dumps(done)),
+            say(json.dumps(approve)),
+        ]
+    )
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    agent = claude_agent(cli_bin, tmp_path / "home", model_stub)
+    agent["roles"] = ["planner", "implementer", "reviewer"]
+    ws.configure(agents=[agent], permissions={"allow": ["Bash(python3 -c:*)"]},
+                 git={"check_seconds": 0.2})  # fmt: skip
+    job = job_toml("greet", [], repo=str(repo), mode="autonomous", objective="greet the user",
+                   auto_merge=True)  # fmt: skip
+    ws.submit(job)
+    with running_engine(ws.engine()):
+        store = ws.store()
+        wait_for(lambda: _job_state(store) == "MERGED", timeout=240, what="the merge")
+    assert branch_file(repo, "main", "greet.txt") == "hello\n"
+    assert branch_file(repo, "main", "checked.txt") == "HELLO\n"
+    assert open_asks(ws) == []
+    assert model_stub.turns_left == 0
+
+
+def _job_state(store: Any) -> str | None:
+    from helpers import jobs
+
+    job = jobs(store).get("greet")
+    return job.state if job is not None else None
