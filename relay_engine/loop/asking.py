@@ -48,7 +48,10 @@ class Asking:
         self._new: list[_New] = []
 
     def collect(self, live: LiveExecution) -> None:
-        """Take the requests a pump just parsed; they are decided in :meth:`step`."""
+        """Take the requests a pump just parsed (decided in :meth:`step`), and send at once
+        what the CLI's protocol itself needs said (a handshake's next step)."""
+        for line in live.parser.take_outgoing():
+            live.process.send(line)
         self._new += [_New(live, request) for request in live.parser.take_requests()]
 
     def step(self, now: float) -> bool:

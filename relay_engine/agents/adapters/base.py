@@ -122,6 +122,10 @@ class StreamParser(Protocol):
     def take_requests(self) -> list[ToolRequest]:
         """Tool requests that arrived since the last call, each waiting for its answer."""
 
+    def take_outgoing(self) -> list[bytes]:
+        """Lines the protocol itself must send now (a handshake step of a JSON-RPC CLI, say),
+        written to a conversing CLI's stdin in order."""
+
     @property
     def report(self) -> AgentReport: ...
 
@@ -347,6 +351,7 @@ class BaseParser:
         self._raw = TextKeeper()  # stdout lines that were not events, for limit detection
         self._cli_errors: deque[str] = deque(maxlen=8)  # the CLI's own error texts
         self._requests: list[ToolRequest] = []
+        self._outgoing: list[bytes] = []
 
     @property
     def report(self) -> AgentReport:
@@ -369,6 +374,10 @@ class BaseParser:
 
     def take_requests(self) -> list[ToolRequest]:
         taken, self._requests = self._requests, []
+        return taken
+
+    def take_outgoing(self) -> list[bytes]:
+        taken, self._outgoing = self._outgoing, []
         return taken
 
     def _line(self, line: str, now: datetime) -> None:
