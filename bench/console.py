@@ -40,7 +40,7 @@ from relay_engine.contracts.config import default_config
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Event, Job, Task
 from relay_tui.app import RelayApp
-from relay_tui.widgets.panes import JobsTable
+from relay_tui.widgets.jobs import JobsTable
 
 STATES = ("QUEUED", "RUNNING", "SUCCEEDED", "PARKED")
 BATCHES_PER_SECOND = 10

@@ -1,8 +1,8 @@
 """``relay-tui``: the live operator console, with an embedded engine or attached to a database.
 
-The app wires three things together: the reader thread (:mod:`relay_tui.feed`) that turns
-the change feed into snapshots, the embedded engine (:mod:`relay_tui.engine_thread`), and
-the screens. What keys do lives in :mod:`relay_tui.actions`.
+The app wires three things together: the reader thread (:mod:`relay_tui.data.feed`) that
+turns the change feed into snapshots, the embedded engine (:mod:`relay_tui.engine_thread`),
+and the screens. What keys do lives in the mixins of :mod:`relay_tui.actions`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,38 +21,46 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
 from relay_engine.contracts.config import RelayConfig, load_config
+from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, TaskState
 from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import AgentRow
-from relay_tui.actions import JOB_FINISHED, OperatorActions
-from relay_tui.commands import RelayCommands
+from relay_engine.store.events import EventKind
+from relay_tui.actions.agents import AgentActions
+from relay_tui.actions.jobs import JobActions
+from relay_tui.actions.navigation import NavigationActions
+from relay_tui.actions.palette import ActionPalette
+from relay_tui.actions.target import screen_target
+from relay_tui.actions.tasks import TaskActions
 from relay_tui.crash import write_crash_report
+from relay_tui.data.feed import FeedReader
+from relay_tui.data.snapshot import CommandView, Snapshot
 from relay_tui.engine_thread import EngineThread
-from relay_tui.feed import FeedReader
-from relay_tui.job_actions import JobActions
-from relay_tui.messages import CommandQueued, EngineStopped, FeedFailed, SnapshotLoaded, TargetMoved
+from relay_tui.messages import CommandQueued, CursorMoved, EngineStopped, FeedFailed, SnapshotLoaded
+from relay_tui.render.header import fleet_line, status_line
+from relay_tui.render.styles import theme_styles
+from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
-from relay_tui.screens.modals import ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
-from relay_tui.views import CommandView, Snapshot
-from relay_tui.widgets.events import FollowLog
-from relay_tui.widgets.header import fleet_line, status_line
-from relay_tui.widgets.live_table import LiveTable
-from relay_tui.widgets.panes import SortableTable
-from relay_tui.widgets.style import palette
+from relay_tui.widgets.live_table import SortableTable
 
-CONFIG_EVENTS = {"config.reloaded": "information", "config.invalid": "error"}
-PLANNER_EVENTS = {"plan.rejected": "warning", "plan.failed": "error"}
+CONFIG_EVENTS: dict[str, str] = {
+    EventKind.CONFIG_RELOADED: "information",
+    EventKind.CONFIG_INVALID: "error",
+}
+PLANNER_EVENTS: dict[str, str] = {
+    EventKind.PLAN_REJECTED: "warning",
+    EventKind.PLAN_FAILED: "error",
+}
 ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
 
 
-class RelayApp(OperatorActions, JobActions, App[None]):
+class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[None]):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "relay"
-    COMMANDS = App.COMMANDS | {RelayCommands}
+    COMMANDS = App.COMMANDS | {ActionPalette}
     BINDINGS: ClassVar[list[Any]] = [
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -120,7 +128,7 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         return self.screen_stack[0]  # type: ignore[return-value]
 
     def on_mount(self) -> None:
-        self.state_styles = palette(self.get_css_variables())
+        self.state_styles = theme_styles(self.get_css_variables())
         if self.config.keymap:
             self.set_keymap(dict(self.config.keymap))
         if self.engine is not None:
@@ -227,8 +235,8 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         self.applied.append((time.thread_time() - cpu, len(snapshot.changed_tasks)))
         self.call_after_refresh(lambda: self.feed.painted(time.perf_counter() - started))
 
-    @on(TargetMoved)
-    def _target_moved(self, _message: TargetMoved) -> None:
+    @on(CursorMoved)
+    def _cursor_moved(self, _message: CursorMoved) -> None:
         self.update_status()
 
     @on(EngineStopped)
@@ -251,23 +259,24 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         if previous is None:
             return
         self._notify_events(snapshot)
+        failed = TaskState.FAILED
         for key in snapshot.changed_tasks:
             task = snapshot.tasks.get(key)
-            if task and task.state == "FAILED" and snapshot.previous_states.get(key) != "FAILED":
-                self._alert(
-                    "task.failed", f"{key} failed: {task.error or 'no error text'}", "error"
-                )
+            if task and task.state == failed and snapshot.previous_states.get(key) != failed:
+                why = task.error or "no error text"
+                self._alert(EventKind.TASK_FAILED, f"{key} failed: {why}", "error")
+        finished = TERMINAL_JOB_STATES
         before_jobs = {job.id: job.state for job in previous.jobs}
         for job in snapshot.jobs:
-            if job.state in JOB_FINISHED and before_jobs.get(job.id, "ACTIVE") not in JOB_FINISHED:
+            if job.state in finished and before_jobs.get(job.id, JobState.ACTIVE) not in finished:
                 why = f": {job.error}" if job.error else ""
-                self._alert("job.finished", f"job {job.id} {job.state.lower()}{why}", "information")
+                text = f"job {job.id} {job.state.lower()}{why}"
+                self._alert(EventKind.JOB_FINISHED, text, "information")
         before_providers = {p.provider: p.status for p in previous.providers}
         for provider in snapshot.providers:
             if provider.status == "ok" and before_providers.get(provider.provider) == "limited":
-                self._alert(
-                    "provider.recovered", f"{provider.provider} is available again", "information"
-                )
+                text = f"{provider.provider} is available again"
+                self._alert(EventKind.PROVIDER_RECOVERED, text, "information")
 
     def _notify_events(self, snapshot: Snapshot) -> None:
         """relay.toml edits and planner rejections always get a toast with the full reason."""
@@ -282,7 +291,7 @@ class RelayApp(OperatorActions, JobActions, App[None]):
                 severity="error" if error else severity,  # type: ignore[arg-type]
                 timeout=ERROR_TOAST_SECONDS if error else 5,
             )
-            if event.kind == "config.reloaded" and self.engine and self.engine.engine:
+            if event.kind == EventKind.CONFIG_RELOADED and self.engine and self.engine.engine:
                 self._adopt_config(self.engine.engine.config)
 
     def _adopt_config(self, config: RelayConfig) -> None:
@@ -292,7 +301,8 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         if config.keymap:
             self.set_keymap(dict(config.keymap))
 
-    def _alert(self, kind: str, text: str, severity: str) -> None:
+    def _alert(self, kind: EventKind, text: str, severity: str) -> None:
+        """A toast and the bell for the kinds relay.toml's ``[notifications] on`` names."""
         settings = self.config.notifications
         if kind not in settings.on:
             return
@@ -321,7 +331,7 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         sort = table.sort if isinstance(table, SortableTable) else None
         main.set_status(
             status_line(
-                main.target(),
+                screen_target(main).label,
                 self.snapshot,
                 task_query=main.task_query,
                 event_query=main.event_query,
@@ -337,7 +347,7 @@ class RelayApp(OperatorActions, JobActions, App[None]):
     def approve_offered(self) -> bool:
         """``g`` is offered only for a job with a wave gate."""
         job = self.snapshot.job(self.current_target().job_id) if self.snapshot else None
-        return job is not None and job.gated and job.state == "ACTIVE"
+        return job is not None and job.gated and job.state == JobState.ACTIVE
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in {"help", "quit"}:
@@ -345,17 +355,6 @@ class RelayApp(OperatorActions, JobActions, App[None]):
         if action == "approve":
             return self.approve_offered()
         return True
-
-    def config_agents(self) -> tuple[AgentRow, ...]:
-        """Agents from relay.toml, for when no engine has published AgentRecords yet."""
-        return tuple(
-            AgentRow(a.id, a.provider, a.enabled, "ready", None, None, None, "ready", a.roles)
-            for a in self.config.agents
-        )
-
-    @staticmethod
-    def table_bindings() -> Iterable[Binding]:
-        return [*LiveTable.BINDINGS, *FollowLog.BINDINGS]
 
     # -- quitting ---------------------------------------------------------------------
     async def action_quit(self) -> None:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     workspace: Path = args.workspace
     if args.demo:
-        from relay_tui.demo import make_demo_workspace
+        from relay_tui.demo.workspace import make_demo_workspace
 
         workspace = make_demo_workspace()
     try:

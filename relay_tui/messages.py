@@ -8,9 +8,8 @@ from typing import Any
 
 from textual.message import Message
 
-from relay_tui.stream import StreamItem
-from relay_tui.target import Target
-from relay_tui.views import Snapshot
+from relay_tui.data.snapshot import Snapshot
+from relay_tui.data.stream import StreamItem
 
 
 @dataclass
@@ -21,10 +20,9 @@ class SnapshotLoaded(Message):
 
 
 @dataclass
-class TargetMoved(Message):
-    """The cursor of the focused pane moved, or another pane took the focus."""
-
-    target: Target
+class CursorMoved(Message):
+    """The cursor of the focused pane moved, or another pane took the focus: the row the next
+    key acts on may be another (the app reads it again, see :mod:`relay_tui.actions.target`)."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ from console_helpers import attached_app  # noqa: E402
 from test_snapshots import pressing  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 
-from relay_tui.sample import write_empty, write_sample  # noqa: E402
+from relay_tui.demo.sample import write_empty, write_sample  # noqa: E402
 
 Step = Callable[[Pilot[None]], Awaitable[None]]
 

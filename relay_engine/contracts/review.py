@@ -13,7 +13,7 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -140,7 +140,7 @@ def review_task(number: int, prompt: str, sim: dict[str, Any] | None) -> TaskDef
     )
 
 
-def finding_lines(findings: Sequence[dict[str, Any]]) -> list[str]:
+def finding_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for finding in findings:
         where = str(finding.get("file") or "")

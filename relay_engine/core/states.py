@@ -66,6 +66,10 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     _T.HELD: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.CANCELLED}),
 }
 TAKEOVER_STATES = frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED})
+RETRYABLE_TASK_STATES = frozenset({_T.FAILED, _T.CANCELLED})
+"""What an operator retry starts again: the ended states that may go back to QUEUED or DRAFT."""
+SUPERSEDABLE_TASK_STATES = frozenset({_T.DRAFT, _T.QUEUED, _T.PARKED})
+"""Not started yet, so a replan cancels them (a QUEUED task already claimed runs on)."""
 
 _P = PlanState
 PLAN_TRANSITIONS: dict[PlanState, frozenset[PlanState]] = {
@@ -96,6 +100,8 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _J.MERGED: frozenset(),
     _J.CLOSED: frozenset(),
 }
+DONE_JOB_STATES = frozenset({_J.SUCCEEDED, _J.MERGED})
+"""The job's work landed: what a job that comes ``after`` it waits for."""
 
 
 class PullState(StrEnum):

@@ -24,9 +24,8 @@ from relay_engine.contracts.task_definitions import (
     item_label,
     local_deps,
 )
-from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.states import DONE_JOB_STATES, JobState, TaskState
 
-DONE_JOBS = frozenset({JobState.SUCCEEDED, JobState.MERGED})
 DEAD_JOBS = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.CLOSED})
 DEAD_TASKS = frozenset({TaskState.FAILED, TaskState.CANCELLED})
 
@@ -54,7 +53,7 @@ def job_wait(after: Sequence[str], states: Mapping[str, str]) -> Wait:
     dead = [job for job in after if states.get(job) in DEAD_JOBS]
     if dead:
         return Blocked(", ".join(f"job {job} {states[job].lower()}" for job in dead))
-    pending = tuple(job for job in after if states.get(job) not in DONE_JOBS)
+    pending = tuple(job for job in after if states.get(job) not in DONE_JOB_STATES)
     return Waiting(pending) if pending else Ready()
 
 

@@ -23,6 +23,8 @@ from relay_engine.contracts.planner import (
 from relay_engine.core.planning import JobFacts
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
+    RETRYABLE_TASK_STATES,
+    SUPERSEDABLE_TASK_STATES,
     JobState,
     PlanState,
     TaskState,
@@ -230,7 +232,7 @@ def supersede(session: Session, job: Job, new_round: int, now: float) -> int:
         plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
         plan.updated_at = now
         session.add(plan)
-    for task in job_tasks(session, job.id, [TaskState.DRAFT, TaskState.QUEUED, TaskState.PARKED]):
+    for task in job_tasks(session, job.id, SUPERSEDABLE_TASK_STATES):
         if task.state == TaskState.QUEUED and task.execution_id:
             continue  # claimed and starting: it runs on like a running task
         cancel_task(session, task, f"superseded by plan {new_round}", now)
@@ -342,7 +344,7 @@ def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence
 def run_again(session: Session, job: Job, plan: Plan, task_ids: Sequence[str], now: float) -> int:
     """The plan's ``unblocks``: its FAILED or CANCELLED tasks are queued again as they are."""
     again = 0
-    for task in job_tasks(session, job.id, [TaskState.FAILED, TaskState.CANCELLED]):
+    for task in job_tasks(session, job.id, RETRYABLE_TASK_STATES):
         if task.task_id in task_ids:
             retry_task(session, task, now, why=f"by planner round {plan.round}")
             again += 1

@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 from relay_engine.contracts.keys import split_key
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
+    RETRYABLE_TASK_STATES,
     TAKEOVER_STATES,
     TERMINAL_JOB_STATES,
     JobState,
@@ -52,7 +53,7 @@ def cancel_task(session: Session, task: Task, reason: str, now: float) -> str:
 def retry_task(session: Session, task: Task, now: float, *, why: str = "by operator") -> str:
     """A FAILED or CANCELLED task runs again (one more attempt if it had spent them); the
     tasks it blocked wait for it again, and a job that had ended is active again."""
-    if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
+    if task.state not in RETRYABLE_TASK_STATES:
         raise Refused(f"task {task.key} is {task.state}; only FAILED or CANCELLED retry")
     states = {t.task_id: t.state for t in job_tasks(session, task.job_id, list(TaskState))}
     ready = not task.external_deps and all(

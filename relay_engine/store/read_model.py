@@ -493,6 +493,14 @@ def _review_view(review: Review, pr: PullRequest | None) -> ReviewView:
     )
 
 
+def read_reviews(session: Session, job_id: str) -> list[ReviewView]:
+    """Every final review round of a job, oldest first (``stale`` against its pull
+    request's current head, as in :func:`read_pulls`)."""
+    pr = session.get(PullRequest, job_id)
+    rows = session.exec(select(Review).where(Review.job_id == job_id).order_by(col(Review.number)))
+    return [_review_view(review, pr) for review in rows]
+
+
 # -- planner rounds -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class PlanView:
@@ -553,6 +561,8 @@ class ExecutionView:
     model: str | None = None
     spend: SpendView = NO_SPEND
     """Known when the CLI reports it, usually at the run's end."""
+    cwd: str | None = None
+    """The worktree (or directory) the agent ran in."""
 
 
 def read_executions(
@@ -592,6 +602,40 @@ def _execution_view(row: Execution) -> ExecutionView:
         last_output=row.last_output,
         model=row.model,
         spend=SpendView.of_execution(row),
+        cwd=row.cwd,
+    )
+
+
+# -- one task in full -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TaskDetailView:
+    """One task for a detail screen: its view with errors and results whole, and what
+    :class:`TaskView` leaves out so 50,000 of them fit in a console (the prompt, the
+    diffstat), with its latest runs."""
+
+    task: TaskView
+    input: str
+    diffstat: str | None
+    executions: tuple[ExecutionView, ...]
+    """Newest first."""
+
+
+def read_task_detail(session: Session, key: str, *, runs: int = 8) -> TaskDetailView | None:
+    """The task ``key`` with its ``runs`` latest executions; None when there is no such task."""
+    row = session.get(Task, key)
+    if row is None:
+        return None
+    query = (
+        select(Execution)
+        .where(col(Execution.task_key) == key)
+        .order_by(col(Execution.started_at).desc(), col(Execution.id).desc())
+        .limit(runs)
+    )
+    return TaskDetailView(
+        task=TaskView.from_row(row, clip=False),
+        input=row.input,
+        diffstat=row.diffstat,
+        executions=tuple(_execution_view(e) for e in session.exec(query)),
     )
 
 

@@ -1,1 +1,1 @@
-"""Screens and modals of the relay console."""
+"""Screens and dialogs of the relay console, one per file; what they share is in base.py."""

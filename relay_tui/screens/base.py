@@ -1,4 +1,5 @@
-"""Screens that close exactly once.
+"""What every screen shares: closing exactly once, dialogs built on that, and the footer's
+fit to the terminal's width.
 
 ``dismiss`` runs the result callback at once but pops the screen later, so a second key
 (enter enter, escape escape) reaches a screen that is already closing: it would send its
@@ -7,9 +8,20 @@ command again and pop the screen below, ending the app with "No screens on stack
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer
+
+COMPACT_FOOTER_WIDTH = 120
+PALETTE_HINT_WIDTH = 100
+T = TypeVar("T")
+
+
+def fit_footer(footer: Footer, width: int) -> None:
+    """Narrow terminals: compact keys, and the palette hint gives way (ctrl+p still works)."""
+    footer.compact = width < COMPACT_FOOTER_WIDTH
+    footer.show_command_palette = width >= PALETTE_HINT_WIDTH
 
 
 class ClosesOnce:
@@ -26,3 +38,15 @@ class ClosesOnce:
             return
         self._dismissing = True
         screen.dismiss(value)
+
+
+class Dialog(ClosesOnce, ModalScreen[T], Generic[T]):
+    """A modal that dismisses once; later answers are ignored."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(classes="dialog-screen")
+        self.target = target
+        """The row the dialog acts on, as the operator saw it when pressing the key."""
+
+    def answer(self, value: T | None) -> None:
+        self.close_once(value)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -25,36 +24,18 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 
 from relay_engine.git.diffs import Diff, task_diff
 from relay_engine.store.db import Store
-from relay_tui.details import TaskDetail, task_detail
+from relay_engine.store.read_model import ExecutionView, TaskView
+from relay_tui.data.details import TaskDetail, task_detail
+from relay_tui.data.output import STDOUT_NAME, OutputFollower
+from relay_tui.data.stream import StreamItem
 from relay_tui.messages import DetailRead, OutputRead
-from relay_tui.output import STDOUT_NAME, OutputFollower
-from relay_tui.screens.base import ClosesOnce
-from relay_tui.screens.main import fit_footer
-from relay_tui.stream import StreamItem
+from relay_tui.render.styles import clock_time
+from relay_tui.render.task_facts import failure_text, item_line, summary
+from relay_tui.screens.base import ClosesOnce, fit_footer
 from relay_tui.widgets.events import EventLog, FollowLog
-from relay_tui.widgets.style import clock_time, styled
 
 NARROW_WIDTH = 120  # below this the facts and the tabs stack
 KEPT_LINES = 20_000
-ITEM_STYLES = {
-    "message": ("", ""),
-    "thinking": ("… ", "dim italic"),
-    "tool": ("⚙ ", "cyan"),
-    "file": ("✎ ", "green"),
-    "error": ("✘ ", "bold red"),
-    "result": ("✔ ", "bold"),
-    "session": ("· ", "dim"),
-    "text": ("", ""),
-}
-
-
-def item_line(item: StreamItem) -> Text:
-    prefix, style = ITEM_STYLES.get(item.kind, ("", ""))
-    text = Text(end="")
-    if prefix:
-        text.append(prefix, style=style or "")
-    text.append(item.text, style=style if item.kind != "message" else "")
-    return text
 
 
 def matches_words(text: str, query: str) -> bool:
@@ -153,9 +134,11 @@ class DetailScreen(ClosesOnce, Screen[None]):
             self.loaded.set()
             self.tail_ready.set()
             return
-        title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title or ""))
-        self.query_one("#detail-summary", Static).update(summary(task, self.state_styles))
-        self.query_one("#detail-input", Static).update(Text(task.input or "—"))
+        title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title))
+        self.query_one("#detail-summary", Static).update(
+            summary(task, detail.diffstat, self.state_styles)
+        )
+        self.query_one("#detail-input", Static).update(Text(detail.input or "—"))
         self.query_one("#detail-result", Static).update(Text(task.result_summary or "—"))
         self.query_one("#detail-error", Static).update(failure_text(task, detail.executions))
         self.query_one("#detail-worktree", Static).update(worktree_text(detail))
@@ -171,7 +154,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self._follow(task, detail.executions)
         self.loaded.set()
 
-    def _show_executions(self, executions: list[Any]) -> None:
+    def _show_executions(self, executions: Sequence[ExecutionView]) -> None:
         table = self.query_one("#executions", DataTable)
         table.clear()
         for ex in executions:
@@ -183,7 +166,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
             )
 
     # -- output -------------------------------------------------------------------------
-    def _follow(self, task: Any, executions: list[Any]) -> None:
+    def _follow(self, task: TaskView, executions: Sequence[ExecutionView]) -> None:
         current = next((e for e in executions if e.id == task.execution_id), None)
         chosen = current or (executions[0] if executions else None)
         if chosen is None or not chosen.artifact_dir:
@@ -306,41 +289,9 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.diff_ready.set()
 
 
-def failure_text(task: Any, executions: list[Any]) -> Text:
-    """The task's error and, when its last attempt failed, the folder to read: prompt.md,
-    the output, and error.txt for a start that failed before the agent ran."""
-    text = Text(task.error or "—")
-    latest = executions[0] if executions else None
-    failed = latest is not None and latest.ended_at and latest.outcome not in (None, "succeeded")
-    if task.error and failed and latest.artifact_dir:
-        text.append(f"\nartifacts: {latest.artifact_dir}", style="dim")
-    return text
-
-
 def worktree_text(detail: TaskDetail) -> Text:
     latest = detail.executions[0] if detail.executions else None
     if latest is None or not latest.cwd:
         return Text("—")
     exists = Path(latest.cwd).exists()
     return Text.assemble(latest.cwd, ("" if exists else "  (removed after the run)", "dim"))
-
-
-def summary(task: Any, styles: Mapping[str, str]) -> Text:
-    state = "BLOCKED" if task.state == "DRAFT" and task.blocked_by else str(task.state)
-    text = Text()
-    text.append_text(styled(state.lower(), state, styles))
-    text.append(f" · try {task.attempt}/{task.max_attempts} · wave {task.wave} · role {task.role}")
-    if task.agent:
-        text.append(f"\nagent {task.agent} on {task.provider or '?'}")
-    if task.dependencies:
-        text.append("\ndepends on " + ", ".join(task.dependencies))
-    if task.blocked_by:
-        text.append(f"\nblocked by {task.blocked_by}")
-    if task.waiting_on_provider:
-        text.append(f"\nwaiting on {task.waiting_on_provider} until {clock_time(task.not_before)}")
-    if task.started_at:
-        ended = clock_time(task.finished_at) if task.finished_at else "now"
-        text.append(f"\nran {clock_time(task.started_at)} → {ended}")
-    if task.diffstat:
-        text.append(f"\n{task.diffstat.strip().splitlines()[-1]}")
-    return text

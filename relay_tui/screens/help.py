@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from relay_tui.screens.modals import Dialog
+from relay_tui.screens.base import Dialog
 
 KEYMAP_HINT = 'Remap any key in relay.toml by its binding id, e.g.  [keymap]  cancel = "delete"'
 NOTES = (

@@ -14,18 +14,15 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
-from relay_tui.messages import TargetMoved
-from relay_tui.target import Target, target_of_row
-from relay_tui.views import Snapshot
+from relay_tui.data.snapshot import Snapshot
+from relay_tui.messages import CursorMoved
+from relay_tui.screens.base import fit_footer
 from relay_tui.widgets.events import EventLog
-from relay_tui.widgets.live_table import LiveTable
-from relay_tui.widgets.panes import (
-    JobsTable,
-    PlannerTable,
-    ProvidersTable,
-    RunningTable,
-    SortableTable,
-)
+from relay_tui.widgets.jobs import JobsTable
+from relay_tui.widgets.live_table import LiveTable, SortableTable
+from relay_tui.widgets.planner import PlannerTable
+from relay_tui.widgets.providers import ProvidersTable
+from relay_tui.widgets.running import RunningTable
 
 PANES = (
     ("jobs", "Jobs & tasks"),
@@ -39,8 +36,6 @@ SLOT_PANES = (2, 3, 4)
 """In two columns, these share the lower right, one at a time."""
 GRID_WIDTH, GRID_HEIGHT = 150, 34
 COLUMNS_WIDTH, COLUMNS_HEIGHT = 110, 24
-COMPACT_FOOTER_WIDTH = 120
-PALETTE_HINT_WIDTH = 100
 EMPTY_TEXT = (
     "No jobs yet.\n\n"
     "Describe one in a TOML job file, then:\n\n"
@@ -48,12 +43,6 @@ EMPTY_TEXT = (
     "It shows up here as soon as it is stored. Want to see relay work first?\n"
     "Quit (q) and run  relay-tui --demo .  Press ? for every key."
 )
-
-
-def fit_footer(footer: Footer, width: int) -> None:
-    """Narrow terminals: compact keys, and the palette hint gives way (ctrl+p still works)."""
-    footer.compact = width < COMPACT_FOOTER_WIDTH
-    footer.show_command_palette = width >= PALETTE_HINT_WIDTH
 
 
 def layout_for(width: int, height: int) -> str:
@@ -189,23 +178,23 @@ class MainScreen(Screen[None]):
         for table in self.query(LiveTable):
             table.show_cursor = table.id == name
         self._render_tabs()
-        self.post_message(TargetMoved(self.target()))
+        self.post_message(CursorMoved())
 
     def active_table(self) -> LiveTable | None:
         widget = self.pane_widget(self.active)
         return widget if isinstance(widget, LiveTable) else None
 
-    def target(self) -> Target:
+    def cursor_row(self) -> tuple[str, str | None]:
+        """The focused pane and the key of its cursor row (None in the event log or an empty
+        table): what :mod:`relay_tui.actions.target` turns into the row a key acts on."""
         table = self.active_table()
-        if table is None:
-            return Target(self.active)
-        return target_of_row(self.active, table.cursor_key, self.snapshot)
+        return self.active, table.cursor_key if table is not None else None
 
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == self.active:
             self._update_preview(event.data_table.id)
-            self.post_message(TargetMoved(self.target()))
+            self.post_message(CursorMoved())
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
@@ -306,7 +295,7 @@ class MainScreen(Screen[None]):
         else:
             self.task_query = value.strip()
             self.refilter()
-        self.post_message(TargetMoved(self.target()))
+        self.post_message(CursorMoved())
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:

@@ -28,11 +28,16 @@ from relay_engine.store.db import Store
 from relay_engine.store.read_model import BudgetView, JobView
 from relay_engine.store.spend import read_usage
 from relay_tui.messages import DetailRead
-from relay_tui.screens.base import ClosesOnce
-from relay_tui.screens.main import fit_footer
-from relay_tui.spend import bar_chart, budget_bar, chart_caption, money, spend_series, tokens_text
-from relay_tui.target import Target
-from relay_tui.widgets.style import styled
+from relay_tui.render.spend import (
+    bar_chart,
+    budget_bar,
+    chart_caption,
+    money,
+    spend_series,
+    tokens_text,
+)
+from relay_tui.render.styles import styled
+from relay_tui.screens.base import ClosesOnce, fit_footer
 
 NARROW_WIDTH = 120
 RELOAD_SECONDS = 5.0
@@ -151,15 +156,13 @@ class UsageScreen(ClosesOnce, Screen[None]):
         if self.data is not None:
             self._show_chart(self.data)
 
-    def target(self) -> Target:
-        """The job of the focused table's cursor row (``b`` raises its budget)."""
+    def cursor_key(self) -> str | None:
+        """The key of the focused table's cursor row: ``job:ID`` in the job and budget tables
+        (``b`` raises that job's budget), None when no table with rows has the focus."""
         table = self.focused
         if not isinstance(table, DataTable) or table.row_count == 0:
-            return Target("usage")
-        key = table.coordinate_to_cell_key(table.cursor_coordinate)[0].value
-        if table.id in ("usage-job", "usage-budgets") and key and key.startswith("job:"):
-            return Target("usage", key, None, key.removeprefix("job:"))
-        return Target("usage", key)
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate)[0].value
 
     def concerns(self, has_events: bool) -> bool:
         """Spend moves with executions: read again after events, at most every few seconds."""

@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import RichLog
 
-from relay_tui.views import EventView
-from relay_tui.widgets.style import clip, clock_time
+from relay_tui.data.snapshot import EventView
+from relay_tui.render.styles import clip, clock_time
 
 MAX_EVENTS_PER_FRAME = 20
 KEPT_EVENTS = 500

@@ -1,10 +1,11 @@
-"""A DataTable that is patched in place from row data instead of being rebuilt."""
+"""The base of every live table: a DataTable patched in place from row data instead of being
+rebuilt, and the sortable kind ``s`` cycles."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -16,6 +17,7 @@ from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotEx
 
 Row = tuple[str, Sequence[Any]]
 LazyRow = tuple[str, Callable[[], Sequence[Any]]]
+NOTE_CHARS = 200  # a note is one line; the table clips it to its column with an ellipsis
 OFFSCREEN_MARGIN = 4
 """Rows just outside the viewport are kept current too, so a small scroll shows no lag."""
 ROW_CACHES = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
@@ -331,3 +333,18 @@ class LiveTable(DataTable[Any]):
         self._order.remove(key)
         with contextlib.suppress(RowDoesNotExist):
             self.remove_row(key)
+
+
+class SortableTable(LiveTable):
+    """A live table whose row order the operator cycles with ``s``."""
+
+    SORTS: ClassVar[tuple[str, ...]] = ("default",)
+    sort_index = 0
+
+    @property
+    def sort(self) -> str:
+        return self.SORTS[self.sort_index % len(self.SORTS)]
+
+    def cycle_sort(self) -> str:
+        self.sort_index = (self.sort_index + 1) % len(self.SORTS)
+        return self.sort

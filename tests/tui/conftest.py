@@ -10,7 +10,7 @@ import pytest
 from console_helpers import attached_app
 
 from relay_tui.app import RelayApp
-from relay_tui.sample import write_empty, write_sample
+from relay_tui.demo.sample import write_empty, write_sample
 
 os.environ["TZ"] = "UTC"
 time.tzset()

@@ -16,7 +16,7 @@ from textual.widgets import DataTable
 
 from relay_engine.contracts.config import default_config
 from relay_tui.app import RelayApp
-from relay_tui.sample import frozen_clock
+from relay_tui.demo.sample import frozen_clock
 from relay_tui.screens.main import PANES
 from relay_tui.widgets.live_table import LiveTable
 
@@ -120,7 +120,7 @@ def finish_then_apply(url: str, key: str) -> None:
     from relay_engine.ops import commands
     from relay_engine.store.db import Store
     from relay_engine.store.schema import Task
-    from relay_tui.sample import NOW
+    from relay_tui.demo.sample import NOW
 
     store = Store(url)
     with store.write() as session:

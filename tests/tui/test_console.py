@@ -13,14 +13,16 @@ from relay_engine.contracts.config import RelayConfig
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
-from relay_tui.projection import Projection
-from relay_tui.sample import NOW, frozen_clock, write_sample
+from relay_tui.data.projection import Projection
+from relay_tui.demo.sample import NOW, frozen_clock, write_sample
+from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import PANES
-from relay_tui.screens.modals import ConfirmScreen, PinScreen, ReplanScreen
-from relay_tui.widgets.panes import JobsTable
+from relay_tui.screens.pin import PinScreen
+from relay_tui.screens.replan import ReplanScreen
+from relay_tui.widgets.jobs import JobsTable
 
 
 def commands(app: RelayApp) -> list[tuple[str, dict]]:

@@ -19,8 +19,8 @@ from relay_engine.store.db import Store
 from relay_engine.store.events import record_event
 from relay_tui import cli
 from relay_tui.app import RelayApp
-from relay_tui.sample import NOW, write_sample
-from relay_tui.screens.modals import BudgetScreen
+from relay_tui.demo.sample import NOW, write_sample
+from relay_tui.screens.budget import BudgetScreen
 
 
 def toasts(app: RelayApp) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from relay_engine.ops.jobs import submit_job
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Execution, Task
 from relay_tui.app import RelayApp
-from relay_tui.screens.modals import ConfirmScreen
+from relay_tui.screens.confirm import ConfirmScreen
 
 pytest.importorskip("relay_engine.loop.engine", reason="needs relay_engine/loop/engine.py")
 pytestmark = pytest.mark.timeout(90)
@@ -167,7 +167,7 @@ async def test_quit_with_agents_running_asks_then_releases_them(tmp_path: Path) 
 
 @run_async
 async def test_demo_quits_without_asking_and_leaves_no_agents(tmp_path: Path) -> None:
-    from relay_tui.demo import make_demo_workspace
+    from relay_tui.demo.workspace import make_demo_workspace
 
     app = embedded_app(make_demo_workspace(tmp_path / "demo"), demo=True)
 

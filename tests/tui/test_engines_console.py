@@ -10,7 +10,7 @@ from test_console_errors import header
 
 from relay_engine.store.db import Store
 from relay_engine.store.schema import EngineRecord, Task
-from relay_tui.sample import NOW, write_sample
+from relay_tui.demo.sample import NOW, write_sample
 from relay_tui.screens.job import JobScreen
 
 

@@ -14,8 +14,9 @@ from relay_engine.ops import commands as engine_commands
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Command, Job
 from relay_tui.app import RelayApp
-from relay_tui.sample import NOW
-from relay_tui.screens.modals import BudgetScreen, ConfirmScreen
+from relay_tui.demo.sample import NOW
+from relay_tui.screens.budget import BudgetScreen
+from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.usage import UsageScreen
 
 

@@ -22,10 +22,13 @@ from textual.widgets import DataTable
 
 from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
+from relay_tui.screens.base import Dialog
+from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
-from relay_tui.screens.modals import ConfirmScreen, Dialog, PinScreen, ReplanScreen
+from relay_tui.screens.pin import PinScreen
+from relay_tui.screens.replan import ReplanScreen
 
 pytestmark = pytest.mark.timeout(240)
 

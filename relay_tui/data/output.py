@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from relay_engine.agents.adapters.base import LineBuffer
-from relay_tui.stream import StreamItem, parse_line
+from relay_tui.data.stream import StreamItem, parse_line
 
 STDOUT_NAME = "stdout.txt"
 FIRST_READ_BYTES = 512 * 1024

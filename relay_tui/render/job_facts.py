@@ -1,6 +1,7 @@
-"""The job view's facts as text: pull request, final review, spend and budget, upstream.
+"""The job view's facts as text: pull request, final review, spend and budget, upstream,
+engines, the branch, and the planner rounds.
 
-Pure: rows and summaries in, Rich Text out, so snapshot tests and the job view agree.
+Pure: views in, Rich Text out, so snapshot tests and the job view agree.
 """
 
 from __future__ import annotations
@@ -10,21 +11,21 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 
 from relay_engine.contracts.review import finding_lines
-from relay_engine.core.budgets import Cap, Spend, judge
+from relay_engine.core.states import DONE_JOB_STATES, JobState
+from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
-from relay_engine.store.read_model import BudgetView, PullView, SpendView
-from relay_engine.store.schema import Job, Review
-from relay_tui.spend import LEVEL_STATES, budget_bar, spend_line
-from relay_tui.widgets.style import styled
+from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView
+from relay_tui.data.details import JobDetail
+from relay_tui.render.spend import LEVEL_STATES, budget_bar, spend_line
+from relay_tui.render.styles import styled
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
-DONE = frozenset({"MERGED", "SUCCEEDED"})
 
 
-def pull_text(pr: PullView | None, job: Job | None, styles: Mapping[str, str]) -> Text:
+def pull_text(pr: PullView | None, job: JobView | None, styles: Mapping[str, str]) -> Text:
     """Forge, url, head branch → target, head, mergeable, why it waits, the last error."""
     if pr is None:
-        if job is not None and job.repo_path and job.state in ("ACTIVE", "DRAFT"):
+        if job is not None and job.repo_path and job.state in (JobState.ACTIVE, JobState.DRAFT):
             return Text("opens once the job's work is done", style="dim")
         return Text("none: the job has no branch to merge", style="dim")
     text = Text()
@@ -51,44 +52,34 @@ def pull_text(pr: PullView | None, job: Job | None, styles: Mapping[str, str]) -
     return text
 
 
-def review_text(reviews: Sequence[Review], pr: PullView | None) -> Text:
+def review_text(reviews: Sequence[ReviewView]) -> Text:
     """The latest round in full (verdict, head, summary, findings); earlier rounds one line."""
     if not reviews:
         return Text("no review yet: it runs when the work is done", style="dim")
     text = Text()
     for review in reviews[:-1]:
-        text.append(f"round {review.number}: {review.verdict or 'unfinished'}", style="dim")
+        text.append(f"round {review.round}: {review.verdict or 'unfinished'}", style="dim")
         text.append(f" at {(review.head_sha or '?')[:7]}\n", style="dim")
     latest = reviews[-1]
-    head = pr.head_sha if pr else None
-    current = latest.head_sha == head and not latest.stale
+    current = not latest.stale  # it read the pull request's current head
     verdict = latest.verdict or "running"
     style = {"approve": "green", "changes": "yellow", "invalid": "red"}.get(verdict, "")
-    text.append(f"round {latest.number}: ", style="bold")
+    text.append(f"round {latest.round}: ", style="bold")
     text.append(verdict, style=f"bold {style}".strip())
     where = "current head" if current else "stale head"
     text.append(f" · {where} {(latest.head_sha or '?')[:7]}\n")
     if latest.summary:
         text.append(f"{latest.summary}\n", style="italic")
-    for finding, line in zip(
-        latest.findings or [], finding_lines(latest.findings or []), strict=True
-    ):
+    for finding, line in zip(latest.findings, finding_lines(latest.findings), strict=True):
         severity = str(finding.get("severity") or "minor")
         text.append(line.removeprefix("- ") + "\n", style=SEVERITY_STYLES.get(severity, ""))
     return text
 
 
-def job_budget(job: Job, spend: SpendView, warn_at: float = 0.8) -> BudgetView:
-    state = judge(
-        Spend(spend.cost_usd, spend.tokens), Cap(job.budget_usd, job.budget_tokens), warn_at
-    )
-    return BudgetView(state.level, state.text, state.fraction)
-
-
-def spend_facts(job: Job, spend: SpendView, styles: Mapping[str, str]) -> Text:
+def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:
     """What the job spent; its budget as a bar; how to raise an exhausted one."""
-    text = Text(spend_line(spend) + "\n")
-    budget = job_budget(job, spend)
+    text = Text(spend_line(job.spend) + "\n")
+    budget = job.budget
     if budget.level == "none":
         text.append("no budget set (budget_usd in the job file)", style="dim")
         return text
@@ -100,7 +91,7 @@ def spend_facts(job: Job, spend: SpendView, styles: Mapping[str, str]) -> Text:
     return text
 
 
-def upstream_text(job: Job, upstream: Mapping[str, str], styles: Mapping[str, str]) -> Text:
+def upstream_text(job: JobView, upstream: Mapping[str, str], styles: Mapping[str, str]) -> Text:
     """Jobs this one comes after, and other jobs' tasks its tasks wait for."""
     names = [*job.after, *sorted(k for k in upstream if "/" in k)]
     if not names:
@@ -110,7 +101,9 @@ def upstream_text(job: Job, upstream: Mapping[str, str], styles: Mapping[str, st
         state = upstream.get(name, "unknown")
         label = name if "/" in name else f"job {name}"
         text.append(f"{label}: ")
-        text.append_text(styled(state.lower(), "SUCCEEDED" if state in DONE else state, styles))
+        text.append_text(
+            styled(state.lower(), "SUCCEEDED" if state in DONE_JOB_STATES else state, styles)
+        )
         text.append("\n")
     if job.blocked_by:
         text.append(f"blocked: {job.blocked_by}\n", style=styles.get("FAILED", ""))
@@ -129,4 +122,51 @@ def engines_text(engines: Sequence[EngineRow], styles: Mapping[str, str]) -> Tex
         state = row.state if row.why_gone != "silent" else "gone (silent)"
         text.append(state, style=styles.get("SUCCEEDED" if row.state == "live" else "FAILED", ""))
         text.append(f" · hb {age_text(row.heartbeat_age)} · {row.running} running\n")
+    return text
+
+
+def branch_text(diff: Diff) -> Text:
+    if diff.missing:
+        return Text(diff.missing, style="dim")
+    text = Text(f"{diff.branch} → {diff.base}\n", style="bold")
+    text.append(diff.stat.strip() or "no changes yet")
+    return text
+
+
+def plans_text(detail: JobDetail, styles: Mapping[str, str]) -> Text:
+    """Each round: trigger, guidance, status; the planner's assessment; the assessor's verdicts."""
+    text = Text()
+    if not detail.plans:
+        text.append("No planner rounds: the tasks were given in the job file.\n", style="dim")
+    for plan in detail.plans:
+        text.append_text(_plan_text(plan, styles))
+    assessments = [t for t in detail.tasks if t.kind == "assess" and t.result_summary]
+    if assessments:
+        text.append("\nAssessor\n", style="bold")
+        for task in assessments:
+            text.append(f"{task.title}: ", style="italic")
+            text.append(f"{task.result_summary}\n")
+    if detail.job is not None and detail.job.error:
+        text.append("\nWhy it ended: ", style="bold")
+        text.append(detail.job.error)
+    return text
+
+
+def _plan_text(plan: PlanView, styles: Mapping[str, str]) -> Text:
+    text = Text()
+    text.append(f"round {plan.round} ", style="bold")
+    text.append_text(styled(str(plan.status).lower(), str(plan.status), styles))
+    text.append(f" · {plan.trigger}")
+    if plan.objective_status:
+        text.append(f" · objective {plan.objective_status.replace('_', ' ')}")
+    text.append("\n")
+    if plan.guidance:
+        text.append(f"  guidance: “{plan.guidance}”\n", style="italic")
+    if plan.assessment:
+        text.append(f"  planner: {plan.assessment}\n")
+    if plan.generated_task_ids:
+        text.append(f"  planned: {', '.join(plan.generated_task_ids)}\n", style="dim")
+    problem = plan.error or plan.rejection
+    if problem:
+        text.append(f"  {'failed' if plan.error else 'rejected'}: {problem}\n", style="red")
     return text

@@ -2,7 +2,7 @@
 
 Two jobs across two waves with every interesting task state: running, parked on a limited
 provider, failed (with its troubleshooter), blocked, succeeded, and a wave gate waiting for
-the operator; plus the later-stage jobs of :mod:`relay_tui.sample_jobs` (pull requests,
+the operator; plus the later-stage jobs of :mod:`relay_tui.demo.sample_jobs` (pull requests,
 reviews, a spent budget, a job waiting on another). All times
 are offsets from :data:`NOW`, so a console run with ``clock=lambda: NOW`` renders the same
 pixels every time (tests also pin ``TZ=UTC``).
@@ -23,9 +23,9 @@ from relay_engine.store.schema import (
     ProviderLimit,
     Task,
 )
-from relay_tui import sample_jobs
-from relay_tui.sample_jobs import NOW
-from relay_tui.sample_repo import codex_lines, write_sample_repo
+from relay_tui.demo import sample_jobs
+from relay_tui.demo.sample_jobs import NOW
+from relay_tui.demo.sample_repo import codex_lines, write_sample_repo
 
 __all__ = ["NOW", "frozen_clock", "write_empty", "write_sample"]
 

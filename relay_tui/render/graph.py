@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from relay_tui.widgets.style import GLYPHS
+from relay_tui.render.styles import GLYPHS
 
 STORY_SECONDS = {"S": 900.0, "M": 1800.0, "L": 3600.0, "XL": 7200.0}
 LABEL_CAP = 24

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 from rich.text import Text
 
-from relay_tui.target import Target
-from relay_tui.views import Snapshot
-from relay_tui.widgets.style import duration
+from relay_engine.core.states import TaskState
+from relay_tui.data.snapshot import Snapshot
+from relay_tui.render.styles import duration
 
 
 def plural(count: int, word: str) -> str:
@@ -51,21 +51,23 @@ def fleet_line(
 
 
 def status_line(
-    target: Target,
+    target: str,
     snapshot: Snapshot | None,
     *,
     task_query: str = "",
     event_query: str = "",
     sort: str | None = None,
 ) -> Text:
-    """``▶ target`` first: the row the next key acts on; then the counts and active filters."""
+    """``▶ target`` first (the label of the row the next key acts on); then the counts and
+    active filters."""
     text = Text(no_wrap=True, overflow="ellipsis", end="")
     text.append("▶ ", style="bold")
-    text.append(target.label or "nothing selected", style="bold" if target.label else "dim")
+    text.append(target or "nothing selected", style="bold" if target else "dim")
     if snapshot is not None:
         counts = snapshot.state_counts
         text.append(f"  ·  {plural(len(snapshot.jobs), 'job')} · {len(snapshot.runs)} running")
-        text.append(f" · {counts.get('PARKED', 0)} parked · {counts.get('FAILED', 0)} failed")
+        parked, failed = counts.get(TaskState.PARKED, 0), counts.get(TaskState.FAILED, 0)
+        text.append(f" · {parked} parked · {failed} failed")
         blocked = counts.get("BLOCKED", 0)
         if blocked:
             text.append(f" · {blocked} blocked")

@@ -9,9 +9,16 @@ arrives cannot be wrong in that way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from textual.screen import Screen
 
 from relay_engine.store.read_model import TaskView
-from relay_tui.views import Snapshot
+from relay_tui.data.snapshot import Snapshot
+from relay_tui.screens.detail import DetailScreen
+from relay_tui.screens.job import JobScreen
+from relay_tui.screens.main import MainScreen
+from relay_tui.screens.usage import UsageScreen
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,18 @@ class Target:
         return snapshot.tasks.get(self.task_key)
 
 
-NOTHING = Target("none")
+def screen_target(screen: Screen[Any]) -> Target:
+    """What a key pressed now on ``screen`` acts on: the screen's own task or job, or the
+    cursor row of its focused table."""
+    if isinstance(screen, DetailScreen):
+        return Target("detail", screen.key, screen.key, screen.key.partition("/")[0])
+    if isinstance(screen, JobScreen):
+        return Target("job", f"job:{screen.job_id}", None, screen.job_id)
+    if isinstance(screen, MainScreen):
+        return target_of_row(*screen.cursor_row(), screen.snapshot)
+    if isinstance(screen, UsageScreen):
+        return target_of_row("usage", screen.cursor_key(), None)
+    return Target("none")
 
 
 def target_of_row(pane: str, row_key: str | None, snapshot: Snapshot | None) -> Target:
@@ -58,6 +76,9 @@ def target_of_row(pane: str, row_key: str | None, snapshot: Snapshot | None) -> 
         return Target(pane)
     if pane in ("jobs", "planner"):
         return _job_or_task_row(pane, row_key, snapshot)
+    if pane == "usage":  # the job and budget tables' rows of jobs are ``job:ID``
+        job_id = row_key.removeprefix("job:") if row_key.startswith("job:") else None
+        return Target(pane, row_key, None, job_id)
     if pane == "running":
         run = snapshot.run(row_key) if snapshot else None
         if run is None:

@@ -4,7 +4,7 @@ The console never asks the database "what is the state of everything" on the UI 
 :class:`Projection` (owned by one reader thread) reads the events after the last id it saw,
 reloads only the tasks those events name, plus the small tables (jobs, plans, providers,
 agents, running executions, engines, waiting commands), and returns an immutable
-:class:`~relay_tui.views.Snapshot` whose ``changed_tasks`` tells the widgets which rows to
+:class:`~relay_tui.data.snapshot.Snapshot` whose ``changed_tasks`` tells the widgets which rows to
 patch in place.
 """
 
@@ -19,6 +19,7 @@ from types import MappingProxyType
 from sqlmodel import Session, col, func, select
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.core.states import JobState, TaskState
 from relay_engine.store.db import Store
 from relay_engine.store.engines import RECENT_SECONDS
 from relay_engine.store.read_model import (
@@ -42,7 +43,14 @@ from relay_engine.store.schema import (
     ProviderLimit,
     Task,
 )
-from relay_tui.views import CommandView, EventView, FleetHealth, ProviderView, Snapshot, WaveView
+from relay_tui.data.snapshot import (
+    CommandView,
+    EventView,
+    FleetHealth,
+    ProviderView,
+    Snapshot,
+    WaveView,
+)
 
 FULL_RELOAD_SECONDS = 30.0
 SPEND_SECONDS = 1.0
@@ -293,7 +301,7 @@ def job_progress(tasks: Iterable[TaskView]) -> dict[str, tuple[int, int]]:
     total: Counter[str] = Counter()
     for task in tasks:
         total[task.job_id] += 1
-        if task.state == "SUCCEEDED":
+        if task.state == TaskState.SUCCEEDED:
             done[task.job_id] += 1
     return {job: (done[job], count) for job, count in total.items()}
 
@@ -306,7 +314,7 @@ def provider_views(
 ) -> Iterable[ProviderView]:
     by_name = {limit.provider: limit for limit in limits}
     running = Counter(run.provider for run in runs if run.provider)
-    parked = Counter(t.waiting_on_provider for t in tasks if t.state == "PARKED")
+    parked = Counter(t.waiting_on_provider for t in tasks if t.state == TaskState.PARKED)
     names = set(by_name) | {a.provider for a in agents} | set(running)
     for name in sorted(n for n in names if n):
         limit = by_name.get(name)
@@ -333,20 +341,20 @@ def wave_views(jobs: Iterable[JobView], tasks: Iterable[TaskView]) -> Iterable[W
             total = sum(counts.values())
             awaiting = (
                 job.wave_gate == "operator"
-                and job.state == "ACTIVE"
+                and job.state == JobState.ACTIVE
                 and wave > 1
                 and wave > job.approved_wave
                 and previous_done
-                and counts["DRAFT"] == total
+                and counts[TaskState.DRAFT] == total
             )
             yield WaveView(
                 job.id,
                 wave,
                 total,
-                counts["SUCCEEDED"],
-                counts["FAILED"],
-                counts["RUNNING"],
+                counts[TaskState.SUCCEEDED],
+                counts[TaskState.FAILED],
+                counts[TaskState.RUNNING],
                 awaiting,
-                counts["CANCELLED"],
+                counts[TaskState.CANCELLED],
             )
-            previous_done = previous_done and counts["SUCCEEDED"] == total
+            previous_done = previous_done and counts[TaskState.SUCCEEDED] == total

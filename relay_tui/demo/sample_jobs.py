@@ -1,8 +1,8 @@
 """The fixed sample's later-stage jobs: pull requests and reviews, a spent budget, a job
 waiting on another, a troubleshooter, agents that cannot work, and a day of spend.
 
-Rows only (no I/O); :func:`relay_tui.sample.write_sample` stores them. Times are offsets
-from :data:`relay_tui.sample.NOW`, so snapshots stay the same pixels.
+Rows only (no I/O); :func:`relay_tui.demo.sample.write_sample` stores them. Times are offsets
+from :data:`relay_tui.demo.sample.NOW`, so snapshots stay the same pixels.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from relay_engine.store.schema import (
     Task,
 )
 
-NOW = 1_767_258_000.0  # the same instant as relay_tui.sample.NOW
+NOW = 1_767_258_000.0  # the same instant as relay_tui.demo.sample.NOW
 LOGIN_HEAD = "4f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39"
 GREET_HEAD = "9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c"
 FINDINGS = [

@@ -13,7 +13,6 @@ from typing import Any
 
 from relay_engine.agents.adapters.base import parse_json_line
 
-KINDS = ("message", "thinking", "tool", "file", "error", "result", "session", "text")
 TEXT_CAP = 4000
 
 

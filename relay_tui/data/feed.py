@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.store.db import Store
-from relay_tui.projection import Projection
-from relay_tui.views import Snapshot
+from relay_tui.data.projection import Projection
+from relay_tui.data.snapshot import Snapshot
 
 MIN_FRAME_SECONDS = 0.05  # at most 20 snapshots a second reach the UI
 MAX_FRAME_SECONDS = 1.0

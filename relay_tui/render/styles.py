@@ -50,7 +50,7 @@ _THEME_KEYS = {
 _PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim"}
 
 
-def palette(variables: Mapping[str, str]) -> dict[str, str]:
+def theme_styles(variables: Mapping[str, str]) -> dict[str, str]:
     """Map states to Rich styles built from the current theme's variables."""
     styles = {state: variables.get(key, "") for state, key in _THEME_KEYS.items()}
     styles.update(_PLAIN)

@@ -1,4 +1,8 @@
-"""Command palette provider: every console action, searchable by name."""
+"""The command palette (ctrl+p): every action a key runs, searchable by name.
+
+The provider Textual's palette asks; not to be confused with the engine's operator commands
+(:mod:`relay_engine.ops.commands`), which the actions send.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-class RelayCommands(Provider):
+class ActionPalette(Provider):
     """Lists the same actions the keys run, so nothing is reachable only by a key."""
 
     async def discover(self) -> Hits:

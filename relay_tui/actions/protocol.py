@@ -1,0 +1,53 @@
+"""What the action mixins need from the app they are mixed into.
+
+The mixins are written against this protocol rather than :class:`relay_tui.app.RelayApp`, so
+``actions`` never imports ``app``: the app composes the mixins, and the import arrow points
+one way only (see the layers contract in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
+
+from textual.screen import Screen
+
+from relay_engine.contracts.config import RelayConfig
+from relay_engine.ops.commands import OperatorCommand
+from relay_engine.store.db import Store
+from relay_engine.store.read_model import TaskView
+from relay_tui.actions.target import Target
+from relay_tui.data.snapshot import Snapshot
+
+
+class ConsoleApp(Protocol):
+    """The running console as its keys see it: the state they read and how they answer."""
+
+    BINDINGS: ClassVar[Any]
+    snapshot: Snapshot | None
+    store: Store
+    config: RelayConfig
+    clock: Callable[[], float]
+    blink: bool
+    state_styles: dict[str, str]
+
+    @property
+    def screen(self) -> Screen[Any]: ...
+
+    def notify(self, message: str, *, title: str = ..., severity: Any = ...) -> None: ...
+
+    def push_screen(self, screen: Screen[Any], callback: Any = ...) -> Any: ...
+
+    def send_command(self, command: OperatorCommand) -> Any:
+        """Store ``command`` for the engines and watch for its outcome."""
+
+    def update_status(self) -> None: ...
+
+    def current_target(self) -> Target:
+        """The row the key that is being handled acts on."""
+
+    def target_task(self) -> TaskView | None:
+        """The target's task, or None after telling the operator to move to a task row."""
+
+    def target_job(self) -> str | None:
+        """The target's job, or None after telling the operator to move to a job row."""

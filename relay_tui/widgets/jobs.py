@@ -1,0 +1,300 @@
+"""The Jobs & tasks table: each job, its waves, and its tasks (troubleshooters under the
+task they look into), filtered by ``/`` and sorted by ``s``.
+
+Rows are patched in place: a snapshot names the tasks that changed, and only their rows
+(and, at most once a second under load, the job and wave rows) are written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar
+
+from rich.text import Text
+
+from relay_engine.core.states import DONE_JOB_STATES, JobState, PullState, TaskState
+from relay_engine.store.read_model import NO_SPEND, JobView, SpendView, TaskView
+from relay_tui.data.snapshot import Snapshot, WaveView
+from relay_tui.render.spend import spend_line, spend_text
+from relay_tui.render.styles import clip, clock_time, glyph, styled
+from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
+
+BUSY_CHANGES = 20
+SUMMARY_SECONDS = 1.0
+STATE_NAMES = frozenset({*TaskState, "BLOCKED"})
+"""What the filter takes as a state (``failed``, ``state:parked``): a task's shown state."""
+CONFLICTING = "CONFLICTING"
+STATE_ORDER = {
+    state: rank
+    for rank, state in enumerate(
+        ("FAILED", "RUNNING", "PARKED", "QUEUED", "BLOCKED", "DRAFT", "SUCCEEDED", "CANCELLED")
+    )
+}
+
+
+def matches(task: TaskView, query: str) -> bool:
+    """Every word must match: a state name (or ``state:x``) or a substring of key/title/agent."""
+    haystack = " ".join((task.key, task.title, task.agent or "", task.provider or "")).lower()
+    for word in query.lower().split():
+        name = word.removeprefix("state:")
+        if name.upper() in STATE_NAMES:
+            if task.shown_state != name.upper():
+                return False
+        elif word not in haystack:
+            return False
+    return True
+
+
+def task_sort_key(sort: str) -> Any:
+    if sort == "state":
+        return lambda t: (STATE_ORDER.get(t.shown_state, 9), t.created_at, t.key)
+    if sort == "agent":
+        return lambda t: (t.agent or "~", t.created_at, t.key)
+    if sort == "recent":
+        return lambda t: (-t.updated_at, t.key)
+    return lambda t: (t.wave, t.created_at, t.key)
+
+
+class JobsTable(SortableTable):
+    COLUMNS = (
+        ("task", "Task", 15),
+        ("state", "State", 9),
+        ("agent", "Agent", 8),
+        ("try", "Try", 3),
+        ("cost", "Spent", 7),
+        ("info", "Note", 7),
+    )
+    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "info": 1}
+    SORTS = ("wave", "state", "agent", "recent")
+    last_query = ""
+    last_sort = "wave"
+    summarised = 0.0
+
+    def task_row(self, task: TaskView, styles: Mapping[str, str], spend: SpendView) -> Row:
+        state = task.shown_state
+        label = task.task_id if task.title == task.task_id else f"{task.task_id} · {task.title}"
+        branch = "│   ↳ " if task.parent_key else "│ "
+        cell = Text.assemble((branch, "dim"), glyph(state, styles), label, end="")
+        return (
+            task.key,
+            (
+                cell,
+                styled(state.lower(), state, styles),
+                task.agent or "",
+                f"{task.attempt}/{task.max_attempts}",
+                spend_text(spend),
+                task_note(task),
+            ),
+        )
+
+    @staticmethod
+    def job_row(
+        job: JobView,
+        progress: tuple[int, int],
+        styles: Mapping[str, str],
+        job_states: Mapping[str, str],
+    ) -> Row:
+        title = job.id if job.title == job.id else f"{job.id} · {job.title}"
+        state = job.shown_state
+        cell = glyph(state, styles)
+        alarm = styles.get("FAILED", "") if job.budget_exhausted else ""
+        cell.append(title, style=f"bold {alarm}".strip())
+        cost = Text(spend_text(job.spend), end="")
+        if job.budget.level in ("warning", "exhausted"):
+            cost.stylize(styles.get("FAILED" if job.budget_exhausted else "PARKED", ""))
+        note = clip(job_note(job, progress, job_states), NOTE_CHARS)
+        return (
+            f"job:{job.id}",
+            (
+                cell,
+                styled(state.lower(), state, styles),
+                job.mode,
+                "",
+                cost,
+                Text(note, style=alarm, end="") if alarm else note,
+            ),
+        )
+
+    @staticmethod
+    def wave_row(wave: WaveView) -> Row:
+        if wave.awaiting_approval:
+            note = "awaiting approval — press g"
+        elif wave.cancelled:
+            note = f"{wave.cancelled} cancelled"
+        else:
+            note = ""
+        return (
+            f"wave:{wave.job_id}:{wave.wave}",
+            (Text(f"├ wave {wave.wave}", style="italic", end=""), "", "", "", "", note),
+        )
+
+    def build_rows(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> list[Row]:
+        by_job: dict[str, list[TaskView]] = {}
+        for task in snapshot.tasks.values():
+            by_job.setdefault(task.job_id, []).append(task)
+        waves = {(w.job_id, w.wave): w for w in snapshot.waves}
+        grouped = self.sort == "wave"
+        states = {job.id: job.state for job in snapshot.jobs}
+        spend = snapshot.task_spend
+        rows: list[Row] = []
+        for job in snapshot.jobs:
+            tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.sort))
+            shown = [t for t in tasks if matches(t, query)] if query else tasks
+            if query and not shown:
+                continue
+            rows.append(
+                self.job_row(job, snapshot.job_progress.get(job.id, (0, 0)), styles, states)
+            )
+            current = None
+            for task in children_after_parents(shown):
+                if grouped and task.wave != current and not task.parent_key:
+                    current = task.wave
+                    wave = waves.get((job.id, task.wave))
+                    if wave is not None:
+                        rows.append(self.wave_row(wave))
+                rows.append(self.task_row(task, styles, spend.get(task.key, NO_SPEND)))
+        return rows
+
+    def apply(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> None:
+        """Patch the changed tasks in place; rebuild only when rows appear, vanish or move."""
+        full = (
+            query
+            or query != self.last_query
+            or self.sort != self.last_sort
+            or (self.sort != "wave" and snapshot.changed_tasks)
+            or snapshot.structure_changed
+            or not self._order
+        )
+        self.last_query, self.last_sort = query, self.sort
+        if full:
+            self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
+            return
+        spend = snapshot.task_spend
+        self.patch_lazily(
+            (key, partial(self.task_values, snapshot.tasks[key], styles, spend.get(key, NO_SPEND)))
+            for key in snapshot.changed_tasks
+            if key in snapshot.tasks
+        )
+        now = time.monotonic()
+        if len(snapshot.changed_tasks) > BUSY_CHANGES and now - self.summarised < SUMMARY_SECONDS:
+            return  # under load, job and wave rows (always in view: a repaint) move once a second
+        self.summarised = now
+        progress = snapshot.job_progress
+        states = {job.id: job.state for job in snapshot.jobs}
+        self.patch(
+            self.job_row(job, progress.get(job.id, (0, 0)), styles, states) for job in snapshot.jobs
+        )
+        self.patch(self.wave_row(wave) for wave in snapshot.waves)
+
+    def task_values(
+        self, task: TaskView, styles: Mapping[str, str], spend: SpendView
+    ) -> Sequence[Any]:
+        return self.task_row(task, styles, spend)[1]
+
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        """The whole note of the cursor row: what the Note column had to cut."""
+        if key is None:
+            return ""
+        if key.startswith("job:"):
+            job = snapshot.job(key[4:])
+            return job_preview(job, snapshot) if job else ""
+        if key.startswith("wave:"):
+            return ""
+        task = snapshot.tasks.get(key)
+        if task is None:
+            return ""
+        note = full_note(task)
+        spent = snapshot.task_spend.get(key)
+        cost = f" · spent {spend_line(spent)}" if spent and spend_text(spent) else ""
+        return (f"{task.key}: {note}" if note else f"{task.key}: {task.title}") + cost
+
+
+def children_after_parents(tasks: Sequence[TaskView]) -> list[TaskView]:
+    """Each troubleshooter right under the task it looks into (when that task is shown)."""
+    shown = {task.key for task in tasks}
+    children: dict[str, list[TaskView]] = {}
+    for task in tasks:
+        if task.parent_key in shown:
+            children.setdefault(task.parent_key or "", []).append(task)
+    ordered: list[TaskView] = []
+    for task in tasks:
+        if task.parent_key in shown:
+            continue
+        ordered.append(task)
+        ordered.extend(children.get(task.key, ()))
+    return ordered
+
+
+def job_note(job: JobView, progress: tuple[int, int], job_states: Mapping[str, str]) -> str:
+    """Why the job waits, or where its pull request stands, or its progress."""
+    done, total = progress
+    gated = " · gated" if job.wave_gate == "operator" else ""
+    if job.budget_exhausted:
+        return f"{job.budget.text} — b raises it"
+    if job.state == JobState.DRAFT:
+        if job.blocked_by:
+            return f"blocked: {job.blocked_by}"
+        pending = [name for name in job.after if job_states.get(name) not in DONE_JOB_STATES]
+        return "waiting on " + ", ".join(pending or job.after)
+    if job.pr is not None:
+        return pr_note(job) + gated
+    return f"{done}/{total} done" + gated
+
+
+def pr_note(job: JobView) -> str:
+    """``PR open 1a2b3c4 #12 · approved · CONFLICTING · <why it waits>``."""
+    pr = job.pr
+    if pr is None:
+        return ""
+    parts = [f"PR {pr.state.lower()} {(pr.head_sha or '')[:7]}".rstrip()]
+    if pr.number:
+        parts[0] += f" #{pr.number}"
+    if job.review is not None and pr.state == PullState.OPEN:
+        review = job.review
+        verdict = "reviewing" if review.verdict is None else review.verdict
+        parts.append(f"review {review.round}: {verdict}" + (" (stale)" if review.stale else ""))
+    if pr.mergeable == CONFLICTING:
+        parts.append(CONFLICTING)
+    if pr.error:
+        parts.append(f"error: {pr.error}")
+    elif pr.note:
+        parts.append(pr.note)
+    return " · ".join(parts)
+
+
+def job_preview(job: JobView, snapshot: Snapshot) -> str:
+    states = {j.id: j.state for j in snapshot.jobs}
+    note = job_note(job, snapshot.job_progress.get(job.id, (0, 0)), states)
+    parts = [f"{job.id}: {job.title}", note]
+    if job.error:
+        parts.append(job.error)
+    if job.spend.executions:
+        parts.append(f"spent {spend_line(job.spend)}")
+    if job.budget.level not in ("none", "exhausted"):
+        parts.append(f"budget {job.budget.text}")
+    return " — ".join(p for p in parts if p)
+
+
+def task_note(task: TaskView) -> str:
+    return clip(full_note(task), NOTE_CHARS)
+
+
+def full_note(task: TaskView) -> str:
+    if task.state == TaskState.DRAFT and task.blocked_by:
+        return f"blocked by {task.blocked_by}"
+    if task.state == TaskState.PARKED:
+        until = f" until {clock_time(task.not_before)}" if task.not_before else ""
+        if task.error:  # budgets and agent waits say why in the error
+            return task.error + until
+        return f"waiting on {task.waiting_on_provider or 'provider'}{until}"
+    if task.state in (TaskState.FAILED, TaskState.CANCELLED):
+        return task.error or task.state.lower()
+    if task.state == TaskState.RUNNING:
+        return f"on {task.provider or '?'}"
+    if task.state == TaskState.SUCCEEDED:
+        return task.result_summary or ""
+    if task.state == TaskState.DRAFT and (task.dependencies or task.external_deps):
+        return "after " + ", ".join((*task.dependencies, *task.external_deps))
+    return ""

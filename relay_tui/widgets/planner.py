@@ -1,0 +1,81 @@
+"""The Planner waves table: per job, its planner rounds (trigger, guidance, status) and its
+waves' progress, with the wave gate that waits for ``g``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from rich.text import Text
+
+from relay_engine.store.read_model import PlanView
+from relay_tui.data.snapshot import Snapshot, WaveView
+from relay_tui.render.styles import bar, clip, styled
+from relay_tui.widgets.live_table import NOTE_CHARS, LiveTable, Row
+
+
+class PlannerTable(LiveTable):
+    COLUMNS = (
+        ("what", "Round/wave", 10),
+        ("status", "Status", 11),
+        ("progress", "Progress", 14),
+        ("notes", "Trigger · guidance", 8),
+    )
+    FLEX: ClassVar[Mapping[str, int]] = {"status": 1, "progress": 1, "notes": 3}
+
+    def build_rows(self, snapshot: Snapshot, styles: Mapping[str, str]) -> list[Row]:
+        rows: list[Row] = []
+        for job in snapshot.jobs:
+            rows.append((f"job:{job.id}", (Text(job.id, style="bold", end=""), "", "", "")))
+            for plan in (p for p in snapshot.plans if p.job_id == job.id):
+                rows.append(plan_row(plan, styles))
+            for wave in (w for w in snapshot.waves if w.job_id == job.id):
+                rows.append(wave_progress_row(wave, styles))
+        return rows
+
+    def apply(self, snapshot: Snapshot, styles: Mapping[str, str]) -> None:
+        self.sync(self.build_rows(snapshot, styles), keep_order=True)
+
+    def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        if key is None or not key.startswith("plan:"):
+            return ""
+        plan = next((p for p in snapshot.plans if f"plan:{p.id}" == key), None)
+        if plan is None:
+            return ""
+        parts = [f"{plan.job_id} round {plan.round} ({plan.trigger})"]
+        parts += [f"guidance “{plan.guidance}”"] if plan.guidance else []
+        parts += [plan.error or plan.rejection or plan.assessment or ""]
+        return ": ".join(p for p in parts if p)
+
+
+def plan_row(plan: PlanView, styles: Mapping[str, str]) -> Row:
+    note = plan.trigger + (f" · “{plan.guidance}”" if plan.guidance else "")
+    objective = plan.objective_status or ""
+    return (
+        f"plan:{plan.id}",
+        (
+            f"├ round {plan.round}",
+            styled(plan.status.lower(), plan.status, styles),
+            objective.replace("_", " "),
+            clip(note, NOTE_CHARS),
+        ),
+    )
+
+
+def wave_progress_row(wave: WaveView, styles: Mapping[str, str]) -> Row:
+    if wave.awaiting_approval:
+        status, note = styled("gate", "PARKED", styles), "awaiting approval — press g"
+    elif wave.done == wave.total:
+        status, note = styled("done", "SUCCEEDED", styles), ""
+    elif wave.failed:
+        status, note = styled(f"{wave.failed} failed", "FAILED", styles), ""
+    elif wave.running:
+        status, note = styled(f"{wave.running} running", "RUNNING", styles), ""
+    elif wave.cancelled:
+        status, note = styled(f"{wave.cancelled} cancelled", "CANCELLED", styles), ""
+    else:
+        status, note = Text("pending", style="dim", end=""), ""
+    if wave.cancelled and wave.done + wave.cancelled == wave.total:
+        status = styled(f"done · {wave.cancelled} cancelled", "CANCELLED", styles)
+    progress = f"{bar(wave.done, wave.total)} {wave.done}/{wave.total}"
+    return (f"wave:{wave.job_id}:{wave.wave}", (f"├ wave {wave.wave}", status, progress, note))
