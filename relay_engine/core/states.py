@@ -24,6 +24,7 @@ class TaskState(StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     HELD = "HELD"  # an operator took it over in the agent's own CLI: no engine touches it
+    DROPPED = "DROPPED"  # not needed after all: never runs; its dependents go on without it
 
 
 class PlanState(StrEnum):
@@ -38,6 +39,7 @@ class JobState(StrEnum):
     ACTIVE = "ACTIVE"
     REVIEWING = "REVIEWING"  # work done, pull request open, final review queued or running
     READY = "READY"  # final review approved the pull request's current head
+    BLOCKED = "BLOCKED"  # a task failed for good: waits for the operator to save it
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
@@ -45,28 +47,39 @@ class JobState(StrEnum):
     CLOSED = "CLOSED"
 
 
-TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
-ACTIVE_TASK_STATES = frozenset(set(TaskState) - TERMINAL_TASK_STATES)
-TERMINAL_JOB_STATES = frozenset(
-    set(JobState) - {JobState.DRAFT, JobState.ACTIVE, JobState.REVIEWING, JobState.READY}
+TERMINAL_TASK_STATES = frozenset(
+    {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.DROPPED}
 )
+ACTIVE_TASK_STATES = frozenset(set(TaskState) - TERMINAL_TASK_STATES)
+DONE_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.DROPPED})
+"""A dependency in one of these holds nothing up: a dropped task counts as done, empty."""
+LIVE_JOB_STATES = frozenset(
+    {JobState.DRAFT, JobState.ACTIVE, JobState.REVIEWING, JobState.READY, JobState.BLOCKED}
+)
+TERMINAL_JOB_STATES = frozenset(set(JobState) - LIVE_JOB_STATES)
 
 _T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
-    _T.DRAFT: frozenset({_T.QUEUED, _T.CANCELLED}),
+    _T.DRAFT: frozenset({_T.QUEUED, _T.CANCELLED, _T.DROPPED}),
     # QUEUED -> QUEUED: claim and swap keep the state but change the execution.
-    _T.QUEUED: frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED, _T.CANCELLED, _T.HELD}),
-    _T.RUNNING: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.FAILED, _T.PARKED, _T.CANCELLED, _T.HELD}),
-    _T.PARKED: frozenset({_T.QUEUED, _T.CANCELLED, _T.HELD}),
+    _T.QUEUED: frozenset(
+        {_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED, _T.CANCELLED, _T.HELD, _T.DROPPED}
+    ),
+    _T.RUNNING: frozenset(
+        {_T.SUCCEEDED, _T.QUEUED, _T.FAILED, _T.PARKED, _T.CANCELLED, _T.HELD, _T.DROPPED}
+    ),
+    _T.PARKED: frozenset({_T.QUEUED, _T.CANCELLED, _T.HELD, _T.DROPPED}),
     _T.SUCCEEDED: frozenset(),
     # An operator retry goes back to QUEUED, or to DRAFT while dependencies are unfinished.
-    _T.FAILED: frozenset({_T.QUEUED, _T.DRAFT, _T.HELD}),
-    _T.CANCELLED: frozenset({_T.QUEUED, _T.DRAFT}),
+    _T.FAILED: frozenset({_T.QUEUED, _T.DRAFT, _T.HELD, _T.DROPPED}),
+    _T.CANCELLED: frozenset({_T.QUEUED, _T.DRAFT, _T.DROPPED}),
     # Handed back: done (its worktree committed and merged) or to run on in the same session.
-    _T.HELD: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.CANCELLED}),
+    _T.HELD: frozenset({_T.SUCCEEDED, _T.QUEUED, _T.CANCELLED, _T.DROPPED}),
+    _T.DROPPED: frozenset({_T.QUEUED, _T.DRAFT}),  # an operator retry takes it up again
 }
+DROPPABLE_TASK_STATES = frozenset(TASK_TRANSITIONS) - {_T.SUCCEEDED, _T.DROPPED}
 TAKEOVER_STATES = frozenset({_T.QUEUED, _T.RUNNING, _T.PARKED, _T.FAILED})
-RETRYABLE_TASK_STATES = frozenset({_T.FAILED, _T.CANCELLED})
+RETRYABLE_TASK_STATES = frozenset({_T.FAILED, _T.CANCELLED, _T.DROPPED})
 """What an operator retry starts again: the ended states that may go back to QUEUED or DRAFT."""
 SUPERSEDABLE_TASK_STATES = frozenset({_T.DRAFT, _T.QUEUED, _T.PARKED})
 """Not started yet, so a replan cancels them (a QUEUED task already claimed runs on)."""
@@ -83,11 +96,17 @@ _J = JobState
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _J.DRAFT: frozenset({_J.ACTIVE, _J.CANCELLED}),
     _J.ACTIVE: frozenset(
-        {_J.REVIEWING, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}
+        {_J.REVIEWING, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED, _J.BLOCKED}
     ),
     # Back to ACTIVE for fix work or a replan; SUCCEEDED when the branch holds nothing to merge.
     _J.REVIEWING: frozenset(
-        {_J.READY, _J.ACTIVE, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED}
+        {_J.READY, _J.ACTIVE, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED,
+         _J.BLOCKED}
+    ),  # fmt: skip
+    # The operator saves it (retry, drop, replan: ACTIVE; merge what is there: REVIEWING or
+    # MERGED) or gives up on it (close, cancel); it never fails by itself.
+    _J.BLOCKED: frozenset(
+        {_J.ACTIVE, _J.REVIEWING, _J.MERGED, _J.CLOSED, _J.CANCELLED, _J.FAILED}
     ),
     # Back to REVIEWING when the head moves, to ACTIVE for a rebase or a replan.
     _J.READY: frozenset({_J.REVIEWING, _J.ACTIVE, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
