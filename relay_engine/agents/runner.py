@@ -65,6 +65,12 @@ class LaunchSpec:
     artifact_dir: Path
     stdin_text: str | None = None
     grace_s: float = 5.0  # what the supervisor gives the tree between TERM and KILL
+    sandbox_argc: int = 0  # leading argv elements that are the sandbox's command (bwrap … --)
+
+    @property
+    def agent_argv(self) -> list[str]:
+        """The agent's own command, without the sandbox in front of it."""
+        return self.argv[self.sandbox_argc :]
 
 
 class RunningProcess:
@@ -240,6 +246,8 @@ def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
         str(spec.artifact_dir / RECORD_NAME),
         "--grace",
         f"{spec.grace_s:g}",
+        "--wrapped",
+        "1" if spec.sandbox_argc else "0",
         "--",
         *spec.argv,
     ]
@@ -275,7 +283,18 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
 
 def _check_argv(spec: LaunchSpec) -> None:
     """Refuse what could never start, with what to do about it, before spawning anything."""
-    exe = spec.argv[0]
+    for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1])):
+        _check_executable(spec, exe)
+    longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
+    if longest > MAX_ARG_BYTES:
+        raise LaunchError(
+            f"cannot start {spec.agent_argv[0]!r}: one argument is {longest // 1024} KiB, over the "
+            f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
+            "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
+        )
+
+
+def _check_executable(spec: LaunchSpec, exe: str) -> None:
     if "/" in exe:
         path = exe if os.path.isabs(exe) else str(spec.cwd / exe)
         found = os.path.isfile(path) and os.access(path, os.X_OK)
@@ -285,13 +304,6 @@ def _check_argv(spec: LaunchSpec) -> None:
         raise LaunchError(
             f"cannot start {exe!r} (cwd {spec.cwd}): "
             + ("not an executable file" if "/" in exe else "not found on PATH")
-        )
-    longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
-    if longest > MAX_ARG_BYTES:
-        raise LaunchError(
-            f"cannot start {exe!r}: one argument is {longest // 1024} KiB, over the "
-            f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
-            "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
         )
 
 

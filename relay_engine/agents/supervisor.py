@@ -16,6 +16,11 @@ only, so it starts in a few milliseconds) in a session of its own. It
 4. when the agent exits, stops every descendant still running, then exits with the agent's
    status (re-raising the signal that killed it), after telling the engine ``exit <code>``.
 
+A sandboxed agent's argv starts with ``bwrap``, which dies of a TERM without passing it on
+(and takes the agent with it, graceless): with ``--wrapped 1`` the TERM of a stop skips that
+direct child, reaches the agent inside, and bwrap exits when the agent does. KILL still
+takes everything.
+
 Without ``prctl`` (not Linux) it still supervises the agent and its process group.
 """
 
@@ -130,9 +135,10 @@ def _signal_all(pids: list[int], sig: int) -> None:
 class Supervisor:
     """One agent's lifetime: start it, stop its tree on request or engine death, reap it."""
 
-    def __init__(self, control: int, grace_s: float) -> None:
+    def __init__(self, control: int, grace_s: float, wrapped: bool = False) -> None:
         self.control: int | None = control
         self.grace_s = grace_s
+        self.wrapped = wrapped
         self.agent_pid = 0
         self.agent_status: int | None = None
         self.kill_at: float | None = None
@@ -227,7 +233,10 @@ class Supervisor:
         if grace_s <= 0:
             self.kill_tree()
             return
-        _signal_all(descendants(os.getpid()), signal.SIGTERM)
+        tree = descendants(os.getpid())
+        if self.wrapped:
+            tree = [pid for pid in tree if pid != self.agent_pid]
+        _signal_all(tree, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
 
@@ -277,21 +286,22 @@ class Supervisor:
         self.reap()
 
 
-def parse(argv: list[str]) -> tuple[int, str, float, list[str]]:
-    """``--control FD --record PATH --grace S -- AGENT ARGV…``"""
+def parse(argv: list[str]) -> tuple[int, str, float, bool, list[str]]:
+    """``--control FD --record PATH --grace S [--wrapped 0|1] -- AGENT ARGV…``"""
     split = argv.index("--")
     options = dict(zip(argv[:split:2], argv[1:split:2], strict=True))
     return (
         int(options["--control"]),
         options["--record"],
         float(options.get("--grace", "5")),
+        options.get("--wrapped", "0") == "1",
         argv[split + 1 :],
     )
 
 
 def main(argv: list[str]) -> None:
-    control, record_path, grace_s, agent_argv = parse(argv)
-    supervisor = Supervisor(control, grace_s)
+    control, record_path, grace_s, wrapped, agent_argv = parse(argv)
+    supervisor = Supervisor(control, grace_s, wrapped)
     subreaper = become_subreaper()
     pid = os.getpid()
     write_record(

@@ -34,6 +34,13 @@ PERMISSION_MODES = {
 class ClaudeAdapter:
     provider = "claude"
     supports_resume = True
+    state_paths = ("~/.claude", "~/.claude.json")
+    state_env: str | None = (
+        "CLAUDE_CONFIG_DIR"  # set: everything lives in that folder, .claude.json too
+    )
+    auth_env = ("ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR")
+    needs_network = True
+    sandboxed_by_default = True
 
     def build(self, ctx: InvocationContext) -> Invocation:
         exe = list(ctx.command) if ctx.command else ["claude"]

@@ -1,0 +1,534 @@
+"""Agents that can only touch their own worktree: the bwrap command line and the environment
+(pure, as tables), the configuration, and real agents trying to get out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepos import git
+from helpers import (
+    Workspace,
+    executions,
+    init_repo,
+    job_toml,
+    jobs,
+    requires_sandbox,
+    run_until_idle,
+    running_engine,
+    task_state,
+    tasks,
+    wait_for,
+)
+
+from relay_engine.agents.launch import LaunchRequest, adapter_for, build_launch
+from relay_engine.agents.sandbox import passthrough_for
+from relay_engine.contracts.config import AgentConfig, ConfigError, parse_config
+from relay_engine.core.redaction import Redactor
+from relay_engine.core.sandbox import (
+    SandboxSpec,
+    agent_environment,
+    bwrap_argv,
+    choose_sandbox,
+    env_allowed,
+)
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE / "sandbox_probe.py"
+BWRAP = "/usr/bin/bwrap"
+
+
+# --- the command line, from a frozen spec -------------------------------------------------------
+def mounts(argv: list[str]) -> list[tuple[str, str]]:
+    """The mounts after the fixed head, as (what, path): rw, ro, hide-dir, hide-file, tmp."""
+    found, i = [], 8
+    while argv[i].startswith("--") and argv[i] not in ("--unshare-pid",):
+        flag = argv[i]
+        if flag == "--perms":
+            found.append(("hide-dir", argv[i + 3]))
+            i += 4
+        elif flag == "--tmpfs":
+            found.append(("tmp", argv[i + 1]))
+            i += 2
+        else:
+            source, target = argv[i + 1], argv[i + 2]
+            what = {"--bind-try": "rw", "--ro-bind-try": "ro"}[flag]
+            found.append(("hide-file" if source == "/dev/null" else what, target))
+            i += 3
+    return found
+
+
+def test_the_argv_shape_of_the_smallest_sandbox() -> None:
+    assert bwrap_argv(BWRAP, SandboxSpec(cwd="/w", writable=("/w",), network=False)) == [
+        *(BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+        *("--tmpfs", "/tmp", "--bind-try", "/w", "/w"),
+        *("--unshare-pid", "--unshare-ipc", "--unshare-net", "--die-with-parent"),
+        *("--cap-drop", "ALL", "--chdir", "/w", "--"),
+    ]
+
+
+MOUNT_CASES = [
+    (
+        "a worktree is writable, the .git link inside it is not",
+        SandboxSpec(cwd="/w", writable=("/w",), protected=("/w/.git",)),
+        [("rw", "/w"), ("ro", "/w/.git")],
+    ),
+    (
+        "parents are mounted before children, whatever order they came in",
+        SandboxSpec(
+            cwd="/w",
+            protected=("/r/.git/objects/pack",),
+            writable=("/r/.git/objects", "/r/.git/worktrees/t"),
+        ),
+        [("rw", "/r/.git/objects"), ("ro", "/r/.git/objects/pack"), ("rw", "/r/.git/worktrees/t")],
+    ),
+    (
+        "a read-only path nothing covers is not mounted again",
+        SandboxSpec(cwd="/w", visible=("/etc/ssl", "/home/me")),
+        [],
+    ),
+    (
+        "one under the private /tmp is (the workspace of a test, say)",
+        SandboxSpec(cwd="/w", visible=("/tmp/ws",)),
+        [("ro", "/tmp/ws")],
+    ),
+    (
+        "a read-only path inside a writable one stays read-only",
+        SandboxSpec(cwd="/w", writable=("/d",), visible=("/d/keep",)),
+        [("rw", "/d"), ("ro", "/d/keep")],
+    ),
+    (
+        "hidden: a folder under an unlistable tmpfs, a file under /dev/null",
+        SandboxSpec(cwd="/w", hidden_dirs=("/h/.ssh",), hidden_files=("/h/.netrc",)),
+        [("hide-file", "/h/.netrc"), ("hide-dir", "/h/.ssh")],
+    ),
+    (
+        "a path inside a hidden folder can still be shown",
+        SandboxSpec(cwd="/w", hidden_dirs=("/h/.ssh",), visible=("/h/.ssh/known_hosts",)),
+        [("hide-dir", "/h/.ssh"), ("ro", "/h/.ssh/known_hosts")],
+    ),
+    (
+        "shown beats hidden; protected beats writable",
+        SandboxSpec(
+            cwd="/w",
+            hidden_dirs=("/h/.aws",),
+            visible=("/h/.aws",),
+            writable=("/a/f",),
+            protected=("/a/f",),
+        ),
+        [("ro", "/a/f")],
+    ),
+    (
+        "writable beats hidden (the CLI's own state is another's secret)",
+        SandboxSpec(cwd="/w", hidden_dirs=("/h/.codex",), writable=("/h/.codex",)),
+        [("rw", "/h/.codex")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [c[1:] for c in MOUNT_CASES], ids=[c[0] for c in MOUNT_CASES]
+)
+def test_mounts(spec: SandboxSpec, expected: list[tuple[str, str]]) -> None:
+    assert mounts(bwrap_argv(BWRAP, spec)) == [("tmp", "/tmp"), *expected]
+
+
+def test_without_a_private_tmp_nothing_under_it_needs_showing() -> None:
+    spec = SandboxSpec(cwd="/w", visible=("/tmp/ws",), private_tmp=False)
+    assert mounts(bwrap_argv(BWRAP, spec)) == []
+
+
+@pytest.mark.parametrize(("network", "unshared"), [(True, False), (False, True)])
+def test_network_off_is_a_network_namespace_of_its_own(network: bool, unshared: bool) -> None:
+    argv = bwrap_argv(BWRAP, SandboxSpec(cwd="/w", network=network))
+    assert ("--unshare-net" in argv) is unshared
+    assert argv[-1] == "--" and argv[-3:-1] == ["--chdir", "/w"]
+
+
+# --- which sandbox, which network -----------------------------------------------------------------
+NO_BWRAP = "bwrap is not installed (apt-get install bubblewrap)"
+CHOICES = [
+    # sandbox, network, sandboxed by default, needs network, host problem -> kind, network, problem?
+    (None, None, True, True, None, "bwrap", "on", False),  # claude, codex, gemini
+    (None, None, True, False, None, "bwrap", "off", False),  # command
+    (None, None, False, False, None, "none", "on", False),  # sim
+    (None, "off", False, False, None, "bwrap", "off", False),  # a sim told network = off
+    ("bwrap", None, False, False, None, "bwrap", "off", False),
+    ("none", None, True, True, None, "none", "on", False),
+    (None, "on", True, False, None, "bwrap", "on", False),
+    (None, None, True, True, NO_BWRAP, "none", "on", False),  # unset: runs without, doctor warns
+    ("bwrap", None, True, True, NO_BWRAP, "none", "on", True),  # asked for: never silently
+    (None, "off", True, False, NO_BWRAP, "none", "on", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "network", "by_default", "needs", "host", "kind", "net", "problem"), CHOICES
+)
+def test_choose_sandbox(
+    sandbox: str | None,
+    network: str | None,
+    by_default: bool,
+    needs: bool,
+    host: str | None,
+    kind: str,
+    net: str,
+    problem: bool,
+) -> None:
+    choice = choose_sandbox(
+        sandbox, network, sandboxed_by_default=by_default, needs_network=needs, host_problem=host
+    )
+    assert (choice.kind, choice.network, choice.problem is not None) == (kind, net, problem)
+    if problem:
+        assert NO_BWRAP in (choice.problem or "")
+
+
+# --- the environment --------------------------------------------------------------------------------
+ENGINE_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/op",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "xterm",
+    "TZ": "UTC",
+    "USER": "op",
+    "SHELL": "/bin/sh",
+    "TMPDIR": "/var/tmp/op",
+    "RELAY_DB": "postgresql://relay:pw@db/relay",
+    "RELAY_TEST_PG_URL": "postgresql://postgres:relay@127.0.0.1/t",
+    "RELAY_CRASH_AT": "spawned:kill:1",
+    "GH_TOKEN": "gho_x",
+    "GITHUB_TOKEN": "ghp_x",
+    "ANTHROPIC_API_KEY": "sk-ant",
+    "OPENAI_API_KEY": "sk-oai",
+    "GEMINI_API_KEY": "gm",
+    "CODEX_HOME": "/home/op/.codex-work",
+    "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+    "AWS_SECRET_ACCESS_KEY": "aws",
+}
+BASE = {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "SHELL", "TMPDIR"}
+ENV_CASES = [
+    ("claude", (), BASE | {"ANTHROPIC_API_KEY"}),
+    ("codex", (), BASE | {"OPENAI_API_KEY", "CODEX_HOME"}),
+    ("gemini", (), BASE | {"GEMINI_API_KEY"}),
+    ("command", (), BASE),
+    (
+        "command",
+        ("GH_TOKEN", "RELAY_*"),
+        BASE | {"GH_TOKEN", "RELAY_DB", "RELAY_TEST_PG_URL", "RELAY_CRASH_AT"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("provider", "passthrough", "expected"), ENV_CASES)
+def test_an_agent_gets_the_allow_list_not_the_engines_environment(
+    provider: str, passthrough: tuple[str, ...], expected: set[str]
+) -> None:
+    command = ["true"] if provider == "command" else None
+    agent = AgentConfig(
+        id="a",
+        provider=provider,
+        command=command,
+        env_passthrough=passthrough,  # type: ignore[arg-type]
+    )
+    env = agent_environment(ENGINE_ENV, passthrough_for(agent, adapter_for(agent)), {})
+    assert set(env) == expected
+    assert {k: env[k] for k in expected} == {k: ENGINE_ENV[k] for k in expected}
+
+
+def test_the_agents_own_settings_win_and_the_sandbox_has_its_own_tmp() -> None:
+    own = {"PATH": "/opt/bin", "RELAY_TASK": "j/t"}
+    env = agent_environment(ENGINE_ENV, ("PATH", "TMPDIR"), own, private_tmp=True)
+    assert env == {"PATH": "/opt/bin", "TMPDIR": "/tmp", "RELAY_TASK": "j/t"}
+    mine = agent_environment(ENGINE_ENV, ("TMPDIR",), {"TMPDIR": "/w/tmp"}, private_tmp=True)
+    assert mine == {"TMPDIR": "/w/tmp"}
+
+
+@pytest.mark.parametrize(
+    ("name", "patterns", "allowed"),
+    [
+        ("LC_ALL", ("LC_*",), True),
+        ("LC", ("LC_*",), False),
+        ("GH_TOKEN", ("GH_TOKEN",), True),
+        ("GH_TOKEN_2", ("GH_TOKEN",), False),
+        ("ANYTHING", ("*",), True),
+    ],
+)
+def test_env_patterns(name: str, patterns: tuple[str, ...], allowed: bool) -> None:
+    assert env_allowed(name, patterns) is allowed
+
+
+def test_a_launch_records_its_sandbox_and_keeps_the_engines_secrets(tmp_path: Path) -> None:
+    """build_launch is where the allow-list is applied; the packet says what the agent got."""
+    agent = AgentConfig(id="cmd", provider="command", command=("true",), sandbox="none")
+    request = LaunchRequest(
+        execution_id="e1",
+        task_key="j/t",
+        job_id="j",
+        attempt=1,
+        prompt="hi",
+        cwd=tmp_path,
+        timeout_s=60,
+        agent=agent,
+    )
+    spec = build_launch(tmp_path, request, ENGINE_ENV, Redactor.for_agents([]))
+    assert "RELAY_DB" not in spec.env and "GH_TOKEN" not in spec.env
+    assert spec.env["RELAY_TASK"] == "j/t" and spec.env["PATH"] == ENGINE_ENV["PATH"]
+    packet = json.loads((tmp_path / ".relay/artifacts/e1/prompt-packet.json").read_text())
+    assert packet["sandbox"] == {"kind": "none", "network": "on", "why": "configured"}
+    assert packet["env_passed"] == sorted(BASE)
+    assert spec.argv == ["true"] and spec.sandbox_argc == 0
+
+
+# --- configuration ------------------------------------------------------------------------------------
+def config(text: str, tmp_path: Path) -> Any:
+    return parse_config(text, tmp_path / "relay.toml")
+
+
+AGENT = '[[agents]]\nid = "c"\nprovider = "command"\ncommand = ["true"]\n'
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('sandbox = "firejail"', "agents[0] (c).sandbox: Input should be 'bwrap' or 'none'"),
+        ('network = "maybe"', "agents[0] (c).network: Input should be 'on' or 'off'"),
+        (
+            'sandbox_paths = ["data"]',
+            "agents[0] (c).sandbox_paths[0]: 'data': a sandbox path is absolute or starts with ~/",
+        ),
+        ('sandbox_paths = ["~user/x"]', "a sandbox path is absolute or starts with ~/"),
+        (
+            'env_passthrough = ["GH-TOKEN"]',
+            "agents[0] (c).env_passthrough[0]: 'GH-TOKEN': an environment variable name",
+        ),
+        ('sandbox = "none"\nnetwork = "off"', 'agents[0] (c): network = "off" needs the sandbox'),
+        ('sandbox_path = ["/x"]', "agents[0] (c).sandbox_path: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_sandbox_settings_name_the_field(tmp_path: Path, extra: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        config(AGENT + extra + "\n", tmp_path)
+    assert message in str(raised.value)
+
+
+def test_good_sandbox_settings_and_the_engines_default(tmp_path: Path) -> None:
+    text = (
+        '[engine]\nsandbox = "none"\n'
+        + AGENT
+        + 'sandbox_paths = ["/data", "~/.aws", "/srv/out:rw", "/srv/in:ro"]\n'
+        + 'env_passthrough = ["GH_TOKEN", "MY_*"]\n'
+        + '[[agents]]\nid = "b"\nprovider = "claude"\nsandbox = "bwrap"\nnetwork = "off"\n'
+    )
+    parsed = config(text, tmp_path)
+    first, second = parsed.agents
+    assert first.sandbox == "none" and second.sandbox == "bwrap"  # the engine's, then its own
+    assert first.env_passthrough == ("GH_TOKEN", "MY_*")
+    assert 'sandbox = "none": `sandbox_paths` is ignored' in parsed.warnings()[0]
+    with pytest.raises(ConfigError, match=r"engine.sandbox: Input should be"):
+        config('[engine]\nsandbox = "yes"\n' + AGENT, tmp_path)
+
+
+def test_configs_without_sandbox_settings_stay_valid(tmp_path: Path) -> None:
+    parsed = config(AGENT + '[[agents]]\nid = "s"\nprovider = "sim"\n', tmp_path)
+    assert [(a.sandbox, a.network, a.sandbox_paths) for a in parsed.agents] == [
+        (None, None, ())
+    ] * 2
+    init = subprocess.run(
+        [sys.executable, "-m", "relay_engine.cli.main", "--workspace", str(tmp_path), "init"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert init.returncode == 0, init.stderr
+    parse_config((tmp_path / "relay.toml").read_text(), tmp_path / "relay.toml")
+
+
+# --- real agents trying to get out ----------------------------------------------------------------------
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def listing(path: Path) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP port on the host's 127.0.0.1 that accepts connections (never read)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def prober_setup(tmp_path: Path, port: int) -> tuple[Workspace, Path, dict[str, str]]:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "config").write_text("[default]\nregion = eu-west-1\n")
+    (tmp_path / "drop").mkdir()
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    repo = init_repo(tmp_path / "repo")
+    token = uuid.uuid4().hex
+    plan = {
+        "home": str(home),
+        "database": str(ws.path / ".relay" / "relay.db"),
+        "sibling": str(ws.path / ".relay" / "worktrees" / "j" / "sibling"),
+        "checkout": str(repo),
+        "drop": str(tmp_path / "drop"),
+        "port": str(port),
+        "go": str(ws.path / "go"),
+        "release": str(ws.path / "release"),
+        "token": token,
+    }
+    return ws, repo, plan
+
+
+def attacked(plan: dict[str, str], probe_tree: Path) -> dict[str, object]:
+    """Everything the probe tries to change, as bytes (hashes) and listings."""
+    home, sibling = Path(plan["home"]), Path(plan["sibling"])
+    return {
+        "database": sha(Path(plan["database"])),
+        "sibling": (listing(sibling), sha(sibling / "sibling.txt")),
+        "checkout": (listing(Path(plan["checkout"])), sha(Path(plan["checkout"]) / "README.md")),
+        "home": listing(home),
+        "etc": [n for n in os.listdir("/etc") if n.startswith("relay-sandbox-")],
+        "parent": listing(probe_tree.parent),
+        "ssh": sha(home / ".ssh" / "id_ed25519"),
+        "shared": sha(home / ".aws" / "config"),
+    }
+
+
+def run_prober(
+    tmp_path: Path, port: int, sandbox: str, network: str | None
+) -> tuple[dict[str, Any], dict[str, object], dict[str, object], str]:
+    ws, repo, plan = prober_setup(tmp_path, port)
+    agent: dict[str, Any] = {
+        "id": "prober",
+        "provider": "command",
+        "command": [sys.executable, str(PROBE)],
+        "env": {"PROBE_PLAN": json.dumps(plan), "HOME": plan["home"]},
+        "sandbox": sandbox,
+        "sandbox_paths": ["~/.aws", f"{plan['drop']}:rw"],
+    }
+    if network:
+        agent["network"] = network
+    ws.configure(capacity=2, agents=[agent])
+    definitions = [{"id": "probe", "max_attempts": 1}, {"id": "sibling", "max_attempts": 1}]
+    ws.submit(job_toml("j", definitions, repo=str(repo), review=False, troubleshoot=False))
+    store = ws.store()
+    probe_tree = ws.path / ".relay" / "worktrees" / "j" / "probe"
+    try:
+        with running_engine(ws.engine()):
+            wait_for((probe_tree / "ready").exists, what="the probe to be ready")
+            before = attacked(plan, probe_tree)
+            Path(plan["go"]).write_text("")
+            wait_for((probe_tree / "done").exists, what="the probe to finish")
+            after = attacked(plan, probe_tree)
+            Path(plan["release"]).write_text("")
+            wait_for(lambda: jobs(store)["j"].state != "ACTIVE", what="the job to finish")
+        (run,) = [e for e in executions(store) if e.task_key == "j/probe"]
+        stdout = (Path(run.artifact_dir or "") / "stdout.txt").read_text()
+        report = json.loads(stdout.split("PROBE ", 1)[1].splitlines()[0])
+        assert task_state(store, "j/probe") == "SUCCEEDED", tasks(store)["j/probe"].error
+        packet = json.loads((Path(run.artifact_dir or "") / "prompt-packet.json").read_text())
+        assert packet["sandbox"]["kind"] == sandbox
+        return report, before, after, plan["token"]
+    finally:
+        ws.close()
+        for leftover in Path("/etc").glob(f"relay-sandbox-{plan['token']}"):
+            leftover.unlink()
+
+
+OUTSIDE = ("database", "sibling", "checkout", "home", "etc", "parent")
+
+
+@requires_sandbox
+@pytest.mark.parametrize("network", [None, "on"])
+def test_a_sandboxed_agent_writes_its_worktree_and_nothing_else(
+    tmp_path: Path, listener: int, network: str | None
+) -> None:
+    report, before, after, token = run_prober(tmp_path, listener, "bwrap", network)
+    assert report["worktree"] == {"ok": True}
+    for what in OUTSIDE:
+        assert report[what]["ok"] is False, what
+        assert report[what]["error"] in ("EROFS", "EACCES", "ENOENT"), (what, report[what])
+    assert after == before  # byte for byte: the database, the checkout, the sibling, home
+    db = Path(tmp_path / "ws" / ".relay" / "relay.db")
+    assert token.encode() not in db.read_bytes()
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert report["ssh"] == {"ok": False, "error": "EACCES"}  # ls ~/.ssh fails
+    assert report["shared-read"] == {"ok": True}  # ~/.aws is in sandbox_paths, read-only
+    assert report["shared-write"]["ok"] is False
+    assert report["drop"] == {"ok": True}  # ":rw"
+    assert (tmp_path / "drop" / f"x-{token}").read_text() == token
+    # command agents have no network unless they ask for it; then it is the host's own
+    assert report["network"] == (
+        {"ok": True} if network == "on" else {"ok": False, "error": "ECONNREFUSED"}
+    )
+
+
+@requires_sandbox
+def test_the_same_agent_without_the_sandbox_does_all_of_it(tmp_path: Path, listener: int) -> None:
+    """So the test above proves the sandbox, not a timid agent."""
+    report, before, after, _ = run_prober(tmp_path, listener, "none", None)
+    can_write_etc = os.access("/etc", os.W_OK)
+    for what in ("worktree", *OUTSIDE, "network", "ssh", "shared-read", "shared-write", "drop"):
+        expected = can_write_etc if what == "etc" else True
+        assert report[what]["ok"] is expected, (what, report[what])
+    changed = {what for what in before if before[what] != after[what]}
+    assert changed >= {"sibling", "checkout", "home", "parent", "shared"} | (
+        {"etc"} if can_write_etc else set()
+    )
+
+
+@requires_sandbox
+def test_a_sandboxed_agents_commit_is_merged_into_the_job_branch(tmp_path: Path) -> None:
+    """git commit works inside (the minimal writable set of the worktree's git entries), and
+    what the agent leaves uncommitted is committed by relay, outside, as without a sandbox."""
+    repo = init_repo(tmp_path / "repo")
+    script = (
+        "set -e; echo committed > a.txt; git add a.txt;"
+        " git -c user.name=agent -c user.email=agent@example.invalid commit -qm 'agent: a.txt';"
+        " echo left > b.txt"
+    )
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    agent = {
+        "id": "editor",
+        "provider": "command",
+        "command": ["sh", "-c", script],
+        "sandbox": "bwrap",
+    }
+    ws.configure(agents=[agent])
+    ws.submit(job_toml("j", [{"id": "t", "max_attempts": 1}], repo=str(repo), review=False))
+    try:
+        assert run_until_idle(ws.engine()) is True
+        store = ws.store()
+        assert task_state(store, "j/t") == "SUCCEEDED"
+        (run,) = executions(store)
+        assert (run.argv or [""])[0].endswith("bwrap")  # the argv as run, sandbox included
+    finally:
+        ws.close()
+    files = git(repo, "ls-tree", "--name-only", "relay/j").split()
+    assert {"a.txt", "b.txt", "README.md"} <= set(files)
+    assert git(repo, "show", "relay/j:a.txt").strip() == "committed"
+    log = git(repo, "log", "--format=%an %s", "relay-tasks/j/t")
+    assert "agent agent: a.txt" in log  # the agent's own commit, made inside the sandbox
+    assert git(repo, "fsck", "--no-progress").strip() == ""
