@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -532,3 +533,126 @@ def test_a_sandboxed_agents_commit_is_merged_into_the_job_branch(tmp_path: Path)
     log = git(repo, "log", "--format=%an %s", "relay-tasks/j/t")
     assert "agent agent: a.txt" in log  # the agent's own commit, made inside the sandbox
     assert git(repo, "fsck", "--no-progress").strip() == ""
+
+
+# --- relay doctor, and hosts where bwrap cannot run -----------------------------------------------
+NAMESPACE_REFUSAL = (
+    "bwrap: No permissions to creating new namespace, likely because the kernel does not "
+    "allow non-privileged user namespaces."
+)
+
+
+def broken_bwrap(folder: Path) -> str:
+    """A PATH whose first bwrap fails as it does where user namespaces are off."""
+    folder.mkdir()
+    fake = folder / "bwrap"
+    fake.write_text(f"#!/bin/sh\necho '{NAMESPACE_REFUSAL}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def doctor(ws: Workspace, path: str | None = None) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "PATH": path} if path else None
+    done = subprocess.run(
+        ws.cli_argv("doctor", "--json"), capture_output=True, text=True, env=env, check=False
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+DOCTOR_AGENTS = [
+    {"id": "tests", "provider": "command", "command": [sys.executable, "-c", "pass"]},
+    {"id": "online", "provider": "command", "command": ["true"], "network": "on"},
+    {"id": "loose", "provider": "command", "command": ["true"], "sandbox": "none"},
+    {"id": "sim", "provider": "sim"},
+]
+
+
+@pytest.fixture
+def doctor_ws(tmp_path: Path) -> Iterator[Workspace]:
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    ws.configure(agents=DOCTOR_AGENTS)
+    yield ws
+    ws.close()
+
+
+@requires_sandbox
+def test_doctor_says_the_sandbox_works_and_what_each_agent_runs_in(doctor_ws: Workspace) -> None:
+    code, report = doctor(doctor_ws)
+    assert code == 0, report
+    assert report["sandbox"]["works"] is True and report["sandbox"]["problem"] is None
+    rows = {row["agent"]: (row["sandbox"], row["network"]) for row in report["agents"]}
+    assert rows == {
+        "tests": ("bwrap", "off"),
+        "online": ("bwrap", "on"),
+        "loose": ("none (configured)", "on"),
+        "sim": ("none (this provider runs unsandboxed by default)", "on"),
+    }
+
+
+def test_doctor_where_user_namespaces_are_off(doctor_ws: Workspace, tmp_path: Path) -> None:
+    path = broken_bwrap(tmp_path / "bin")
+    strict = {"id": "strict", "provider": "command", "command": ["true"], "sandbox": "bwrap"}
+    doctor_ws.configure(agents=[*DOCTOR_AGENTS, strict])
+    code, report = doctor(doctor_ws, path)
+    assert code == 1  # the agent that asked for a sandbox cannot run
+    assert report["sandbox"]["works"] is False
+    assert NAMESPACE_REFUSAL in report["sandbox"]["problem"]
+    assert "user namespaces look disabled" in report["sandbox"]["problem"]
+    rows = {row["agent"]: row for row in report["agents"]}
+    assert rows["tests"]["sandbox"].startswith("none (no sandbox: bwrap cannot run here")
+    assert rows["tests"]["problems"] == []  # it asked for nothing: it runs, with a warning
+    assert any(w.startswith("no sandbox: bwrap cannot run here") for w in report["warnings"])
+    assert rows["strict"]["problems"][0].startswith('sandbox = "bwrap", but bwrap cannot run')
+    assert "apt-get install bubblewrap" in rows["strict"]["fix"]
+
+
+def test_doctor_where_bwrap_is_not_installed(doctor_ws: Workspace, tmp_path: Path) -> None:
+    folder = tmp_path / "bin"  # git (GitPython needs it) and true, but no bwrap
+    folder.mkdir()
+    for tool in ("git", "true"):
+        (folder / tool).symlink_to(shutil.which(tool) or tool)
+    code, report = doctor(doctor_ws, str(folder))
+    assert report["sandbox"] == {
+        "works": False,
+        "bwrap": None,
+        "problem": "bwrap is not installed (apt-get install bubblewrap)",
+    }
+    assert code == 0  # nobody demanded a sandbox; "tests" runs unsandboxed, with the warning
+    rows = {row["agent"]: row["sandbox"] for row in report["agents"]}
+    assert rows["tests"] == "none (no sandbox: bwrap is not installed (apt-get install bubblewrap))"
+
+
+def test_an_agent_that_asks_for_a_sandbox_never_runs_without_one(tmp_path: Path) -> None:
+    """The engine's own probe fails: the agent is unavailable (cli-missing, with the fix), its
+    task waits on it, and nothing ran unsandboxed."""
+    ws = Workspace(tmp_path / "ws")
+    ws.path.mkdir()
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    ws.configure(
+        agents=[{"id": "strict", "provider": "command", "command": command, "network": "off"}]
+    )
+    ws.submit(job_toml("j", [{"id": "t"}], troubleshoot=False))
+    env = {**os.environ, "PATH": broken_bwrap(tmp_path / "bin")}
+    env.pop("RELAY_DB", None)
+    run = subprocess.run(
+        ws.cli_argv("run", "--until-idle", "--quiet"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode != 0, run.stderr
+    try:
+        assert not marker.exists()
+        (agent,) = [a for a in ws.status()["agents"] if a["id"] == "strict"]
+        assert agent["status"] == "cli-missing"
+        assert agent["reason"].startswith('network = "off", but bwrap cannot run here')
+        assert "apt-get install bubblewrap" in agent["fix"]
+        assert (
+            tasks(ws.store())["j/t"].attempt <= 1 and task_state(ws.store(), "j/t") != "SUCCEEDED"
+        )
+    finally:
+        ws.close()
