@@ -656,3 +656,51 @@ def test_an_agent_that_asks_for_a_sandbox_never_runs_without_one(tmp_path: Path)
         )
     finally:
         ws.close()
+
+
+@requires_sandbox
+def test_a_cli_keeps_its_own_state_writable_and_never_sees_anothers(tmp_path: Path) -> None:
+    """codex's CODEX_HOME is writable (made if missing: codex fails without it); claude's
+    state, the operator's keys and relay.toml are hidden from it."""
+    home = tmp_path / "home"
+    for folder in (".claude", ".ssh", ".config/gh"):
+        (home / folder).mkdir(parents=True)
+    (home / ".claude.json").write_text("{}")
+    (tmp_path / "relay.toml").write_text("")
+    agent = AgentConfig(id="cx", provider="codex", env={"HOME": str(home)}, sandbox="bwrap")
+    request = LaunchRequest(
+        execution_id="e2",
+        task_key="j/t",
+        job_id="j",
+        attempt=1,
+        prompt="hi",
+        cwd=tmp_path / "tree",
+        timeout_s=60,
+        agent=agent,
+    )
+    (tmp_path / "tree").mkdir()
+    engine_env = {k: v for k, v in ENGINE_ENV.items() if k != "CODEX_HOME"}  # else it is there
+    spec = build_launch(tmp_path, request, engine_env, Redactor.for_agents([]))
+    sandbox = json.loads((tmp_path / ".relay/artifacts/e2/prompt-packet.json").read_text())[
+        "sandbox"
+    ]
+    assert (home / ".codex").is_dir()
+    assert str(home / ".codex") in sandbox["writable"]
+    assert str(tmp_path / "tree") in sandbox["writable"]
+    hidden = {str(home / name) for name in (".claude", ".claude.json", ".ssh", ".config/gh")}
+    assert hidden | {str(tmp_path / "relay.toml")} <= set(sandbox["hidden"])
+    assert (sandbox["kind"], sandbox["network"]) == ("bwrap", "on")
+    assert spec.argv[spec.sandbox_argc :][:2] == ["codex", "exec"]
+    assert spec.argv[spec.sandbox_argc - 1] == "--"
+    assert spec.env["TMPDIR"] == "/tmp" and "OPENAI_API_KEY" in spec.env
+
+
+def test_doctor_warns_that_codexs_own_sandbox_cannot_nest_as_root() -> None:
+    from relay_engine.agents.doctor import Facts, judge
+
+    facts = Facts("codex", True, "codex-cli 0.171.0", None, logged_in=True)
+    strict = judge(AgentConfig(id="cx", provider="codex"), facts, is_root=True)
+    assert strict.ok and 'set access = "full"' in strict.warnings[0]
+    full = AgentConfig(id="cx", provider="codex", access="full")
+    assert judge(full, facts, is_root=True).warnings == ()
+    assert judge(AgentConfig(id="cx", provider="codex"), facts, is_root=False).warnings == ()

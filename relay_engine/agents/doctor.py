@@ -60,6 +60,7 @@ class DoctorRow:
     fix: str
     sandbox: str = "none"  # what the agent would run in here, and why when not bwrap
     network: str = "on"
+    warnings: tuple[str, ...] = ()  # it runs, but not quite as configured
 
     @property
     def ok(self) -> bool:
@@ -164,7 +165,21 @@ def judge(
         fix=fix,
         sandbox=choice.kind if choice.kind == "bwrap" else f"none ({choice.why})",
         network=choice.network,
+        warnings=tuple(_nesting_warnings(agent, choice, is_root)),
     )
+
+
+def _nesting_warnings(agent: AgentConfig, choice: SandboxChoice, is_root: bool) -> list[str]:
+    """codex sandboxes its commands with bubblewrap of its own, which cannot start inside
+    relay's as root (bwrap as uid 0 without capabilities cannot make namespaces)."""
+    if agent.provider != "codex" or choice.kind != "bwrap" or agent.access == "full":
+        return []
+    if not is_root:
+        return []
+    return [
+        f"agent {agent.id}: as root, codex's own command sandbox cannot start inside relay's; "
+        'set access = "full" (relay\'s sandbox still confines it) or sandbox = "none"'
+    ]
 
 
 # --- gathering facts (runs the CLI's read-only subcommands) -----------------------------------

@@ -183,10 +183,19 @@ def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool
 
 
 def own_state(adapter: Adapter, env: Mapping[str, str], home: str | None) -> list[str]:
-    """The CLI's state paths: ``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME`` when the agent sets them."""
+    """The CLI's state paths (``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME`` when the agent sets them).
+
+    A missing folder is made now, where its parent exists: inside, the read-only home would
+    refuse it, and codex, for one, fails outright without its CODEX_HOME.
+    """
     moved = env.get(adapter.state_env) if adapter.state_env else None
-    paths = (moved,) if moved else adapter.state_paths
-    return [_expand(path, home) for path in paths if home or not path.startswith("~")]
+    folders = (moved,) if moved else adapter.state_paths
+    files = () if moved else adapter.state_files
+    usable = [p for p in (*folders, *files) if home or not p.startswith("~")]
+    for folder in (_expand(p, home) for p in folders if p in usable):
+        if not os.path.exists(folder) and os.path.isdir(os.path.dirname(folder)):
+            os.makedirs(folder, 0o700, exist_ok=True)
+    return [_expand(path, home) for path in usable]
 
 
 def _work_folder(cwd: str, workspace: str) -> _Grants:

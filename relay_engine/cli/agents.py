@@ -72,6 +72,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     rows = diagnose(config.agents, os.environ, host)
     broken = [row.agent for row in rows if row.enabled and not row.ok]
     warnings = config.warnings() + _sandbox_warnings(host)
+    warnings += [warning for row in rows for warning in row.warnings]
     if args.json:
         dumped = [{**asdict(row), "ok": row.ok} for row in rows]
         sandbox = {"works": host.problem is None, "bwrap": host.bwrap, "problem": host.problem}

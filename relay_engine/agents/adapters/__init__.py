@@ -20,7 +20,8 @@ from relay_engine.agents.adapters.sim import SimAdapter
 
 PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
 STATE_PATHS = {
-    cls.provider: cls.state_paths for cls in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
+    cls.provider: (*cls.state_paths, *cls.state_files)
+    for cls in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
 }
 """Where each CLI keeps its logins and sessions: an agent of one provider never sees
 another's (a claude agent has no business reading codex's tokens)."""

@@ -34,7 +34,8 @@ PERMISSION_MODES = {
 class ClaudeAdapter:
     provider = "claude"
     supports_resume = True
-    state_paths = ("~/.claude", "~/.claude.json")
+    state_paths = ("~/.claude",)
+    state_files = ("~/.claude.json",)
     state_env: str | None = (
         "CLAUDE_CONFIG_DIR"  # set: everything lives in that folder, .claude.json too
     )

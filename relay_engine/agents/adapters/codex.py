@@ -34,6 +34,7 @@ class CodexAdapter:
     provider = "codex"
     supports_resume = True
     state_paths = ("~/.codex",)
+    state_files: tuple[str, ...] = ()
     state_env: str | None = "CODEX_HOME"
     auth_env = ("OPENAI_*", "CODEX_*")
     needs_network = True

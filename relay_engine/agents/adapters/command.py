@@ -35,6 +35,7 @@ class CommandAdapter:
     provider = "command"
     supports_resume = False
     state_paths: tuple[str, ...] = ()
+    state_files: tuple[str, ...] = ()
     state_env: str | None = None
     auth_env: tuple[str, ...] = ()
     needs_network = False  # tests and scripts: give it the network with network = "on"

@@ -38,6 +38,7 @@ class GeminiAdapter:
     provider = "gemini"
     supports_resume = True
     state_paths = ("~/.gemini",)
+    state_files: tuple[str, ...] = ()
     state_env: str | None = None
     auth_env = (
         "GEMINI_*",

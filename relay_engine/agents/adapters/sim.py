@@ -18,6 +18,7 @@ class SimAdapter:
     provider = "sim"
     supports_resume = False
     state_paths: tuple[str, ...] = ()
+    state_files: tuple[str, ...] = ()
     state_env: str | None = None
     auth_env: tuple[str, ...] = ()
     needs_network = False
