@@ -50,10 +50,18 @@ def connect(port: int) -> Callable[[], object]:
     return dial
 
 
+def write_result() -> None:
+    Path(os.environ["RELAY_RESULT_FILE"]).write_text('{"summary": "probed"}')
+
+
 def probe(plan: dict[str, str], token: str) -> dict[str, dict[str, object]]:
     home, here = Path(plan["home"]), Path.cwd()
+    artifacts = Path(os.environ["RELAY_PROMPT_FILE"]).parent
     return {
         "worktree": attempt(append(here / "mine.txt", token)),
+        "result": attempt(write_result),
+        "record": attempt(append(artifacts / "process.json", token)),
+        "artifacts": attempt(append(artifacts / f"x-{token}", token)),  # a planted file
         "database": attempt(append(Path(plan["database"]), token)),
         "sibling": attempt(append(Path(plan["sibling"]) / "sibling.txt", token)),
         "checkout": attempt(append(Path(plan["checkout"]) / "README.md", token)),

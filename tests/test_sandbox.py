@@ -401,10 +401,12 @@ def prober_setup(tmp_path: Path, port: int) -> tuple[Workspace, Path, dict[str, 
     return ws, repo, plan
 
 
-def attacked(plan: dict[str, str], probe_tree: Path) -> dict[str, object]:
+def attacked(plan: dict[str, str], probe_tree: Path, artifacts: Path) -> dict[str, object]:
     """Everything the probe tries to change, as bytes (hashes) and listings."""
     home, sibling = Path(plan["home"]), Path(plan["sibling"])
     return {
+        "record": sha(artifacts / "process.json"),
+        "artifacts": listing(artifacts),
         "database": sha(Path(plan["database"])),
         "sibling": (listing(sibling), sha(sibling / "sibling.txt")),
         "checkout": (listing(Path(plan["checkout"])), sha(Path(plan["checkout"]) / "README.md")),
@@ -438,18 +440,20 @@ def run_prober(
     try:
         with running_engine(ws.engine()):
             wait_for((probe_tree / "ready").exists, what="the probe to be ready")
-            before = attacked(plan, probe_tree)
+            (run,) = [e for e in executions(store) if e.task_key == "j/probe"]
+            artifacts = Path(run.artifact_dir or "")
+            before = attacked(plan, probe_tree, artifacts)
             Path(plan["go"]).write_text("")
             wait_for((probe_tree / "done").exists, what="the probe to finish")
-            after = attacked(plan, probe_tree)
+            after = attacked(plan, probe_tree, artifacts)
             Path(plan["release"]).write_text("")
             wait_for(lambda: jobs(store)["j"].state != "ACTIVE", what="the job to finish")
-        (run,) = [e for e in executions(store) if e.task_key == "j/probe"]
-        stdout = (Path(run.artifact_dir or "") / "stdout.txt").read_text()
+        stdout = (artifacts / "stdout.txt").read_text()
         report = json.loads(stdout.split("PROBE ", 1)[1].splitlines()[0])
         assert task_state(store, "j/probe") == "SUCCEEDED", tasks(store)["j/probe"].error
-        packet = json.loads((Path(run.artifact_dir or "") / "prompt-packet.json").read_text())
+        packet = json.loads((artifacts / "prompt-packet.json").read_text())
         assert packet["sandbox"]["kind"] == sandbox
+        assert tasks(store)["j/probe"].result_summary == "probed"  # the result file counted
         return report, before, after, plan["token"]
     finally:
         ws.close()
@@ -457,7 +461,7 @@ def run_prober(
             leftover.unlink()
 
 
-OUTSIDE = ("database", "sibling", "checkout", "home", "etc", "parent")
+OUTSIDE = ("database", "sibling", "checkout", "home", "etc", "parent", "record", "artifacts")
 
 
 @requires_sandbox
@@ -466,7 +470,7 @@ def test_a_sandboxed_agent_writes_its_worktree_and_nothing_else(
     tmp_path: Path, listener: int, network: str | None
 ) -> None:
     report, before, after, token = run_prober(tmp_path, listener, "bwrap", network)
-    assert report["worktree"] == {"ok": True}
+    assert report["worktree"] == report["result"] == {"ok": True}
     for what in OUTSIDE:
         assert report[what]["ok"] is False, what
         assert report[what]["error"] in ("EROFS", "EACCES", "ENOENT"), (what, report[what])
@@ -490,11 +494,12 @@ def test_the_same_agent_without_the_sandbox_does_all_of_it(tmp_path: Path, liste
     """So the test above proves the sandbox, not a timid agent."""
     report, before, after, _ = run_prober(tmp_path, listener, "none", None)
     can_write_etc = os.access("/etc", os.W_OK)
-    for what in ("worktree", *OUTSIDE, "network", "ssh", "shared-read", "shared-write", "drop"):
+    everything = ("worktree", "result", *OUTSIDE, "network", "ssh", "shared-read", "shared-write")
+    for what in (*everything, "drop"):
         expected = can_write_etc if what == "etc" else True
         assert report[what]["ok"] is expected, (what, report[what])
     changed = {what for what in before if before[what] != after[what]}
-    assert changed >= {"sibling", "checkout", "home", "parent", "shared"} | (
+    assert changed >= {"sibling", "checkout", "home", "parent", "shared", "record", "artifacts"} | (
         {"etc"} if can_write_etc else set()
     )
 
@@ -704,3 +709,21 @@ def test_doctor_warns_that_codexs_own_sandbox_cannot_nest_as_root() -> None:
     full = AgentConfig(id="cx", provider="codex", access="full")
     assert judge(full, facts, is_root=True).warnings == ()
     assert judge(AgentConfig(id="cx", provider="codex"), facts, is_root=False).warnings == ()
+
+
+def test_relay_reads_an_agents_result_without_following_what_it_planted(tmp_path: Path) -> None:
+    """The result file is the agent's: a symlink to a host secret, a FIFO or a huge file must
+    read as no result, never as the secret or a hang."""
+    from relay_engine.agents.runner import read_agent_file
+
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    (tmp_path / "link.json").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "big.json").write_text("x" * 100)
+    (tmp_path / "ok.json").write_text('{"summary": "done"}')
+    assert read_agent_file(tmp_path / "link.json", 1000) is None
+    assert read_agent_file(tmp_path / "fifo.json", 1000) is None
+    assert read_agent_file(tmp_path / "big.json", 10) is None
+    assert read_agent_file(tmp_path / "missing.json", 10) is None
+    assert read_agent_file(tmp_path / "ok.json", 1000) == '{"summary": "done"}'

@@ -18,6 +18,8 @@ from typing import Any
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.base import Adapter, InvocationContext
 from relay_engine.agents.runner import (
+    AGENT_DIR,
+    RESULT_NAME,
     LaunchError,
     LaunchSpec,
     write_artifact_json,
@@ -72,16 +74,20 @@ def build_launch(
 
     ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
     Only the allow-listed part of ``base_env`` reaches the agent, and where the agent is
-    sandboxed its argv starts with the ``bwrap`` command (the supervisor stays outside).
+    sandboxed its argv starts with the ``bwrap`` command (the supervisor stays outside) and
+    its result goes to ``agent/result.json``: the rest of the artifact folder -- output relay
+    reads and rewrites, the records recovery trusts -- is read-only to it.
     """
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
-    result_file = directory / "result.json"
     adapter = adapter_for(request.agent)
-    invocation = adapter.build(_context(request, adapter, prompt_file, result_file))
     choice = choice_for(request.agent, adapter)
     if choice.problem:
         raise LaunchError(f"agent {request.agent.id}: {choice.problem}")
+    result_name = RESULT_NAME if choice.kind != "bwrap" else f"{AGENT_DIR}/{RESULT_NAME}"
+    result_file = directory / result_name
+    result_file.parent.mkdir(exist_ok=True)
+    invocation = adapter.build(_context(request, adapter, prompt_file, result_file))
     own = {**request.agent.env, **invocation.env, **_relay_env(request, result_file)}
     allowed = passthrough_for(request.agent, adapter)
     env = agent_environment(base_env, allowed, own, private_tmp=choice.kind == "bwrap")
@@ -100,6 +106,7 @@ def build_launch(
         artifact_dir=directory,
         stdin_text=invocation.stdin_text,
         sandbox_argc=len(wrapper),
+        result_name=result_name,
     )
 
 

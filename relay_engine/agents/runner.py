@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 STDOUT_NAME = "stdout.txt"
 STDERR_NAME = "stderr.txt"
 RESULT_NAME = "result.json"
+AGENT_DIR = "agent"  # a sandboxed agent's only writable part of its artifact folder
 _TAIL_BYTES = 8192
 SUPERVISOR = str(Path(supervisor_script.__file__).resolve())
 START_TIMEOUT_S = 30.0
@@ -66,6 +68,7 @@ class LaunchSpec:
     stdin_text: str | None = None
     grace_s: float = 5.0  # what the supervisor gives the tree between TERM and KILL
     sandbox_argc: int = 0  # leading argv elements that are the sandbox's command (bwrap … --)
+    result_name: str = RESULT_NAME  # where in artifact_dir the agent writes its result
 
     @property
     def agent_argv(self) -> list[str]:
@@ -121,7 +124,7 @@ class RunningProcess:
 
     @property
     def result_path(self) -> Path:
-        return self.spec.artifact_dir / RESULT_NAME
+        return self.spec.artifact_dir / self.spec.result_name
 
     @property
     def returncode(self) -> int | None:
@@ -488,6 +491,20 @@ def kill_execution(execution_id: str, pgid: int | None = None, rounds: int = 20)
                 killed += 1
         time.sleep(0.01)
     return killed
+
+
+def read_agent_file(path: Path, max_bytes: int) -> str | None:
+    """A file the agent wrote, read the way nothing the agent planted can redirect: a symlink
+    (to a secret of the host's), a FIFO (that never ends) or a huge file all read as None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return handle.read(max_bytes + 1)[:max_bytes].decode("utf-8", errors="replace")
 
 
 def write_artifact_text(artifact_dir: Path, name: str, text: str) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 from relay_engine.agents.adapters import STATE_PATHS
 from relay_engine.agents.adapters.base import Adapter
-from relay_engine.agents.supervisor import RECORD_NAME
+from relay_engine.agents.runner import AGENT_DIR
 from relay_engine.contracts.config import CONFIG_FILE, AgentConfig, split_sandbox_path
 from relay_engine.core.sandbox import (
     DEFAULT_PASSTHROUGH,
@@ -59,9 +59,6 @@ HIDDEN_ON_HOST = (
     "/var/run/postgresql",
 )
 """Sockets a read-only mount does not stop anyone connecting to."""
-RELAY_WRITES = ("prompt.md", "prompt-packet.json", RECORD_NAME)
-"""Files of the execution's own artifact folder that relay trusts later: read-only inside
-(process.json says what recovery kills; the packet is what the detail screen shows)."""
 NAMESPACE_HINT = (
     "unprivileged user namespaces look disabled (sysctl kernel.unprivileged_userns_clone=1, "
     "user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0)"
@@ -156,14 +153,17 @@ class Site:
 
 def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool) -> SandboxSpec:
     """Read-only everything; writable: the task's folder and the git entries a commit in it
-    writes, the execution's artifact folder, the CLI's own state; hidden: credentials,
+    writes, the execution's ``agent/`` folder, the CLI's own state; hidden: credentials,
     other CLIs' state, host sockets and relay.toml (agents' keys live in it)."""
     home = site.env.get("HOME") or None
     cwd = _real(site.cwd)
     grants = _work_folder(cwd, _real(site.workspace))
     grants.visible.append(_real(site.workspace))  # read-only, even under the private /tmp
-    grants.writable.append(_real(site.artifacts))
-    grants.protected += [_real(site.artifacts / name) for name in RELAY_WRITES]
+    # Only agent/ of its artifact folder: relay later reads stdout.txt and rewrites it (a
+    # planted symlink there would have relay write a host file), and recovery trusts
+    # process.json; the agent's result goes to agent/result.json.
+    grants.visible.append(_real(site.artifacts))
+    grants.writable.append(_real(site.artifacts / AGENT_DIR))
     grants.writable += [_real(p) for p in own_state(adapter, site.env, home)]
     if home:
         grants.visible.append(_real(home))
@@ -231,21 +231,21 @@ def git_entries(worktree: Path) -> _Grants:
         visible=[str(common), *([str(common.parent)] if common.name == ".git" else [])],
     )
     grants.protected += [str(common / "objects" / name) for name in ("pack", "info")]
-    grants.protected.append(_worktree_config(gitdir, common))
+    grants.protected += _worktree_config(gitdir, common)
     ref = _read(gitdir / "HEAD", "").removeprefix("ref: ")
     if ref.startswith("refs/") and ".." not in ref.split("/"):
         grants.writable += [str((common / ref).parent), str((common / "logs" / ref).parent)]
     return grants
 
 
-def _worktree_config(gitdir: Path, common: Path) -> str:
+def _worktree_config(gitdir: Path, common: Path) -> list[str]:
     """``config.worktree`` is read only with ``extensions.worktreeConfig``; where that is on,
     an empty one is made now, so the agent cannot create its own (a hook path relay would
-    run) in the writable git folder."""
+    run) in the writable git folder. Where it is off, git never reads one."""
     path = gitdir / "config.worktree"
     if not path.exists() and "worktreeconfig" in _read(common / "config", "").lower():
         path.touch()
-    return str(path)
+    return [str(path)] if path.exists() else []
 
 
 def _hidden(adapter: Adapter, home: str | None, workspace: Path) -> tuple[tuple[str, ...], ...]:
