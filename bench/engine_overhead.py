@@ -202,7 +202,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp:
         root = Path(tmp)
-        report_starts(root, args.starts)
+        # Starts are timed in a workspace outside /tmp, as a real one is: under the
+        # sandbox's private /tmp it would need mounts of its own to stay visible.
+        with tempfile.TemporaryDirectory(prefix="relay-bench-", dir="/var/tmp") as starts:
+            report_starts(Path(starts), args.starts)
         workspace = write_workspace(
             root, args.tasks, args.capacity, args.duration, args.tick, args.sandbox
         )

@@ -104,6 +104,15 @@ MOUNT_CASES = [
         [("ro", "/tmp/ws")],
     ),
     (
+        "what a shown folder shows is not mounted again, unless a writable one is between",
+        SandboxSpec(
+            cwd="/w",
+            visible=("/tmp/ws", "/tmp/ws/.relay/artifacts/e", "/tmp/ws/t/keep"),
+            writable=("/tmp/ws/t",),
+        ),
+        [("ro", "/tmp/ws"), ("rw", "/tmp/ws/t"), ("ro", "/tmp/ws/t/keep")],
+    ),
+    (
         "a read-only path inside a writable one stays read-only",
         SandboxSpec(cwd="/w", writable=("/d",), visible=("/d/keep",)),
         [("rw", "/d"), ("ro", "/d/keep")],

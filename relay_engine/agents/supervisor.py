@@ -38,6 +38,7 @@ import time
 PR_SET_CHILD_SUBREAPER = 36
 RECORD_NAME = "process.json"
 LEFTOVER_GRACE_S = 0.5  # a daemon left behind by an agent that exited gets this long after TERM
+SETTLE_S = 0.05  # how long children get to exit by themselves before the sweep signals them
 KILL_ROUNDS = 50
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
@@ -274,16 +275,30 @@ class Supervisor:
                 self.agent_status = os.waitstatus_to_exitcode(status)
 
     def sweep(self) -> None:
-        """The agent exited: whatever it left running gets a short TERM, then KILL."""
-        if not self.has_children():
+        """The agent exited: whatever it left running gets a short TERM, then KILL.
+
+        A sandbox's last process (its pid namespace's init) often outlives bwrap by a
+        moment, tearing the namespaces down: it is waited for first, woken by SIGCHLD, so a
+        clean exit costs no walk of /proc and no polling.
+        """
+        if not self.await_children(SETTLE_S):
             return
         _signal_all(descendants(os.getpid()), signal.SIGTERM)
-        deadline = time.monotonic() + min(self.grace_s, LEFTOVER_GRACE_S)
-        while time.monotonic() < deadline and descendants(os.getpid()):
-            self.reap()
-            time.sleep(0.02)
+        self.await_children(min(self.grace_s, LEFTOVER_GRACE_S))
         self.kill_tree()
         self.reap()
+
+    def await_children(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for every child to exit; True if some are still there."""
+        deadline = time.monotonic() + timeout
+        while self.has_children():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            ready, _, _ = select.select([self._wake_r], [], [], min(left, 0.05))
+            if ready:
+                os.read(self._wake_r, 512)
+        return False
 
 
 def parse(argv: list[str]) -> tuple[int, str, float, bool, list[str]]:

@@ -93,21 +93,24 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec) -> list[str]:
 
 
 def _mounts(spec: SandboxSpec) -> list[tuple[str, str]]:
-    chosen = _strongest(spec)
+    """The mounts in the order bwrap applies them: parents first."""
     hidden_dirs = {posixpath.normpath(path) for path in spec.hidden_dirs}
-    tops = [PRIVATE_TMP] if spec.private_tmp else []
-    tops += [
-        path
-        for path, kind in chosen.items()
-        if kind == "writable" or (kind == "hidden" and path in hidden_dirs)
-    ]
+    above = {PRIVATE_TMP: "mask"} if spec.private_tmp else {}
     mounts = []
-    for path, kind in chosen.items():
-        if kind == "visible" and not any(_within(path, top) for top in tops):
-            continue  # nothing mounted above it: it is already there, read-only
-        file_hidden = kind == "hidden" and path not in hidden_dirs
-        mounts.append(("hidden-file" if file_hidden else kind, path))
-    return sorted(mounts, key=lambda mount: (_depth(mount[1]), mount[1]))
+    by_depth = sorted(_strongest(spec).items(), key=lambda item: (_depth(item[0]), item[0]))
+    for path, named in by_depth:
+        if named == "visible" and _covering(path, above) in (None, "visible"):
+            continue  # nothing above it changes it (or it is shown already): no mount needed
+        kind = "hidden-file" if named == "hidden" and path not in hidden_dirs else named
+        above[path] = "mask" if kind == "hidden" else kind
+        mounts.append((kind, path))
+    return mounts
+
+
+def _covering(path: str, above: dict[str, str]) -> str | None:
+    """What the deepest mount at or above ``path`` is (None: only the read-only root)."""
+    covering = [(len(top), kind) for top, kind in above.items() if _within(path, top)]
+    return max(covering)[1] if covering else None
 
 
 def _strongest(spec: SandboxSpec) -> dict[str, str]:
