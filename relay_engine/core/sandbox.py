@@ -66,8 +66,8 @@ class SandboxSpec:
 
 
 # Which mount wins when one path is named twice: protection over writing over showing over
-# hiding (a path made visible on purpose is not hidden; a record relay trusts is never
-# writable, whatever else says so).
+# hiding (a path made visible on purpose is not hidden; a link relay's own git follows is
+# never writable, whatever else says so).
 _RANK = {"hidden": 0, "visible": 1, "writable": 2, "protected": 3}
 
 
