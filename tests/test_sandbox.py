@@ -539,6 +539,13 @@ def test_a_sandboxed_agents_commit_is_merged_into_the_job_branch(tmp_path: Path)
         assert task_state(store, "j/t") == "SUCCEEDED"
         (run,) = executions(store)
         assert (run.argv or [""])[0].endswith("bwrap")  # the argv as run, sandbox included
+        shown = ws.cli("status", "j/t")  # the task's detail says where it ran
+        (line,) = [ln for ln in shown.stdout.splitlines() if ln.strip().startswith("sandbox:")]
+        assert line.strip().startswith("sandbox: bwrap, network off, writes ")
+        assert str(ws.path / ".relay" / "worktrees" / "j" / "t") in line
+        detail = json.loads(ws.cli("status", "j/t", "--json").stdout)
+        (task,) = [t for t in detail["tasks"] if t["id"] == "t"]
+        assert task["executions"][0]["sandbox"]["kind"] == "bwrap"
     finally:
         ws.close()
     files = git(repo, "ls-tree", "--name-only", "relay/j").split()

@@ -316,12 +316,22 @@ def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
                     f"{run['outcome'] or 'running'}{code} {run['error'] or ''}".rstrip()
                 )
                 lines.append(f"  artifacts: {run['artifact_dir'] or 'none'}")
+                if sandbox := run.get("sandbox"):
+                    lines.append(f"  sandbox: {sandbox_line(sandbox)}")
             continue
         last = task["last_execution"]
         if task["error"] and last and last["outcome"] not in (None, "succeeded"):
             lines.append(f"{task['id']} attempt {last['attempt']} {last['outcome']}: "
                          f"artifacts in {last['artifact_dir'] or 'none'}")  # fmt: skip
     return lines
+
+
+def sandbox_line(sandbox: dict[str, Any]) -> str:
+    """``bwrap, network off, writes …`` or ``none (why)``: what the run could touch."""
+    if sandbox.get("kind") != "bwrap":
+        return f"none ({sandbox.get('why', 'not recorded')}), network {sandbox.get('network')}"
+    writable = ", ".join(sandbox.get("writable") or []) or "nothing"
+    return f"bwrap, network {sandbox.get('network')}, writes {writable}"
 
 
 def pull_lines(job: dict[str, Any]) -> list[str]:

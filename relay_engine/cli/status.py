@@ -11,6 +11,7 @@ lists the engines on the database, live and recently gone (see :mod:`relay_engin
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ def status_report(
                 **_task(t),
                 "spend": _spend(by_task.get(t.key)),
                 "last_execution": (runs.get(t.key) or [None])[-1],
-                **({"executions": runs.get(t.key, [])} if task_id else {}),
+                **({"executions": [_ran_in(r) for r in runs.get(t.key, [])]} if task_id else {}),
             }
             for t in tasks
         ],
@@ -101,6 +102,17 @@ def _executions(session: Any, job_id: str | None) -> dict[str, list[dict[str, An
     for key, *values in session.exec(query):
         runs.setdefault(key, []).append(dict(zip(EXECUTION_FIELDS, values, strict=True)))
     return runs
+
+
+def _ran_in(run: dict[str, Any]) -> dict[str, Any]:
+    """One run with the sandbox its prompt-packet.json records (None: no packet, or a run
+    from before sandboxes), for the single task's view, where runs are few."""
+    try:
+        packet = json.loads((Path(run["artifact_dir"] or "") / "prompt-packet.json").read_text())
+        sandbox = packet.get("sandbox") if isinstance(packet, dict) else None
+    except (OSError, ValueError):
+        sandbox = None
+    return {**run, "sandbox": sandbox if isinstance(sandbox, dict) else None}
 
 
 def _spend(row: UsageRow | None) -> dict[str, Any]:
