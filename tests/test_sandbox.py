@@ -470,15 +470,40 @@ def run_prober(
             leftover.unlink()
 
 
+ENGINE_SECRETS = {
+    "GH_TOKEN": "gho_engine",
+    "GITHUB_TOKEN": "ghp_engine",
+    "RELAY_TEST_PG_URL": "postgresql://postgres:pw@127.0.0.1:9/none",
+    "AWS_SECRET_ACCESS_KEY": "aws-engine",
+    "OPENAI_API_KEY": "sk-engine",  # another provider's: a command agent gets none
+}
+
+
+@pytest.fixture
+def engine_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an operator's shell holds when it starts relay (RELAY_DB aside: the engine
+    would use it)."""
+    for name, value in ENGINE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+
+
+def assert_no_engine_secrets(report: dict[str, Any]) -> None:
+    names = set(report["env"]["names"])
+    assert not names & {*ENGINE_SECRETS, "RELAY_DB"}, names
+    assert {"PATH", "HOME", "RELAY_TASK", "RELAY_RESULT_FILE", "PROBE_PLAN"} <= names
+
+
 OUTSIDE = ("database", "sibling", "checkout", "home", "etc", "parent", "record", "artifacts")
 
 
 @requires_sandbox
 @pytest.mark.parametrize("network", ["off", "on"])
+@pytest.mark.usefixtures("engine_secrets")
 def test_a_sandboxed_agent_writes_its_worktree_and_nothing_else(
     tmp_path: Path, listener: int, network: str
 ) -> None:
     report, before, after, token = run_prober(tmp_path, listener, "bwrap", network)
+    assert_no_engine_secrets(report)
     assert report["worktree"] == report["result"] == {"ok": True}
     for what in OUTSIDE:
         assert report[what]["ok"] is False, what
@@ -499,9 +524,12 @@ def test_a_sandboxed_agent_writes_its_worktree_and_nothing_else(
 
 
 @requires_sandbox
+@pytest.mark.usefixtures("engine_secrets")
 def test_the_same_agent_without_the_sandbox_does_all_of_it(tmp_path: Path, listener: int) -> None:
-    """So the test above proves the sandbox, not a timid agent."""
+    """So the test above proves the sandbox, not a timid agent (the environment is the
+    allow-list either way)."""
     report, before, after, _ = run_prober(tmp_path, listener, "none", None)
+    assert_no_engine_secrets(report)
     can_write_etc = os.access("/etc", os.W_OK)
     everything = ("worktree", "result", *OUTSIDE, "network", "ssh", "shared-read", "shared-write")
     for what in (*everything, "drop"):
