@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from relay_engine.core.sandbox import (
 )
 
 HERE = Path(__file__).resolve().parent
+REDACT = Redactor.for_agents([])
 PROBE = HERE / "sandbox_probe.py"
 BWRAP = "/usr/bin/bwrap"
 
@@ -709,12 +711,14 @@ def test_an_agent_that_asks_for_a_sandbox_never_runs_without_one(tmp_path: Path)
 
 @requires_sandbox
 def test_a_cli_keeps_its_own_state_writable_and_never_sees_anothers(tmp_path: Path) -> None:
-    """codex's CODEX_HOME is writable (made if missing: codex fails without it); claude's
-    state, the operator's keys and relay.toml are hidden from it."""
+    """codex's CODEX_HOME is writable (made if missing: codex fails without it), its config
+    is not (the operator's own codex, unsandboxed, would run what an agent put there);
+    claude's state, the operator's keys and relay.toml are hidden from it."""
     home = tmp_path / "home"
-    for folder in (".claude", ".ssh", ".config/gh"):
+    for folder in (".claude", ".ssh", ".config/gh", "work/.codex"):
         (home / folder).mkdir(parents=True)
     (home / ".claude.json").write_text("{}")
+    (home / "work/.codex/config.toml").write_text('model = "gpt-5"\n')
     (tmp_path / "relay.toml").write_text("")
     agent = AgentConfig(id="cx", provider="codex", env={"HOME": str(home)}, sandbox="bwrap")
     request = LaunchRequest(
@@ -735,6 +739,16 @@ def test_a_cli_keeps_its_own_state_writable_and_never_sees_anothers(tmp_path: Pa
     ]
     assert (home / ".codex").is_dir()
     assert str(home / ".codex") in sandbox["writable"]
+    moved = AgentConfig(
+        id="cx",
+        provider="codex",
+        env={"HOME": str(home), "CODEX_HOME": str(home / "work/.codex")},
+        sandbox="bwrap",
+    )
+    build_launch(tmp_path, replace(request, execution_id="e3", agent=moved), engine_env, REDACT)
+    elsewhere = json.loads((tmp_path / ".relay/artifacts/e3/prompt-packet.json").read_text())
+    assert str(home / "work/.codex") in elsewhere["sandbox"]["writable"]
+    assert str(home / "work/.codex/config.toml") in elsewhere["sandbox"]["read_only"]
     assert str(tmp_path / "tree") in sandbox["writable"]
     hidden = {str(home / name) for name in (".claude", ".claude.json", ".ssh", ".config/gh")}
     assert hidden | {str(tmp_path / "relay.toml")} <= set(sandbox["hidden"])

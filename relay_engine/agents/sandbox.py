@@ -164,7 +164,14 @@ def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool
     # process.json; the agent's result goes to agent/result.json.
     grants.visible.append(_real(site.artifacts))
     grants.writable.append(_real(site.artifacts / AGENT_DIR))
-    grants.writable += [_real(p) for p in own_state(adapter, site.env, home)]
+    state = [_real(p) for p in own_state(adapter, site.env, home)]
+    grants.writable += state
+    grants.protected += [
+        path
+        for folder in state
+        for name in adapter.state_read_only
+        if os.path.lexists(path := os.path.join(folder, name))
+    ]
     if home:
         grants.visible.append(_real(home))
     for entry in agent.sandbox_paths:

@@ -36,6 +36,8 @@ class ClaudeAdapter:
     supports_resume = True
     state_paths = ("~/.claude",)
     state_files = ("~/.claude.json",)
+    # What the operator's own sessions, outside any sandbox, would run or obey.
+    state_read_only = ("settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands")
     state_env: str | None = (
         "CLAUDE_CONFIG_DIR"  # set: everything lives in that folder, .claude.json too
     )

@@ -36,6 +36,7 @@ class CodexAdapter:
     state_paths = ("~/.codex",)
     state_files: tuple[str, ...] = ()
     state_env: str | None = "CODEX_HOME"
+    state_read_only = ("config.toml", "AGENTS.md")
     auth_env = ("OPENAI_*", "CODEX_*")
     needs_network = True
     sandboxed_by_default = True

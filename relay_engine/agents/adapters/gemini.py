@@ -40,6 +40,7 @@ class GeminiAdapter:
     state_paths = ("~/.gemini",)
     state_files: tuple[str, ...] = ()
     state_env: str | None = None
+    state_read_only = ("settings.json", "GEMINI.md")
     auth_env = (
         "GEMINI_*",
         "GOOGLE_API_KEY",
