@@ -2,11 +2,17 @@
 
     .venv/bin/python bench/engine_overhead.py            # 500 tasks of ~50 ms at capacity 16
     .venv/bin/python bench/engine_overhead.py --tasks 100 --profile  # RELAY_BENCH_PROFILE=FILE keeps the .prof
+    .venv/bin/python bench/engine_overhead.py --sandbox  # the relay run's sims in bwrap too
 
 relay: submit a job of N independent sim tasks, then Engine.run(until_idle=True).
 baseline: the same sim command and script, N times, at most `capacity` at once, from a
 thread pool doing subprocess.Popen + wait with stdout to a file (as relay's runner does).
 Prints both wall times and their ratio (target <= 1.3). Never asserts.
+
+agent start, side by side: `true` started one at a time (--starts of each), bare and in the
+sandbox a task's worktree gets (the same bwrap argv relay builds: git entries, hidden paths,
+network off), each straight from Popen and through relay's launch() with its supervisor.
+The sandbox's cost per start is the difference (target < 5 ms).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import json
 import os
 import pstats
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,8 +34,13 @@ from pathlib import Path
 
 import tomli_w
 
+from relay_engine.agents.adapters import get_adapter
+from relay_engine.agents.runner import LaunchSpec, launch
+from relay_engine.agents.sandbox import Site, host_sandbox, sandbox_spec
 from relay_engine.cli.status import status_report
+from relay_engine.contracts.config import AgentConfig
 from relay_engine.contracts.job_file import load_job_file
+from relay_engine.core.sandbox import bwrap_argv
 from relay_engine.loop.engine import Engine
 from relay_engine.ops.jobs import submit_job
 from relay_engine.store.db import Store
@@ -37,12 +50,15 @@ def sim_script(duration: float) -> dict[str, object]:
     return {"duration": duration, "lines": 1}
 
 
-def write_workspace(root: Path, tasks: int, capacity: int, duration: float, tick: float) -> Path:
+def write_workspace(
+    root: Path, tasks: int, capacity: int, duration: float, tick: float, sandbox: bool = False
+) -> Path:
     workspace = root / "ws"
     workspace.mkdir()
+    sim = {"id": "sim", "provider": "sim", "roles": ["implementer"]}
     config = {
         "engine": {"max_concurrent_agents": capacity, "tick_seconds": tick},
-        "agents": [{"id": "sim", "provider": "sim", "roles": ["implementer"]}],
+        "agents": [{**sim, "sandbox": "bwrap"} if sandbox else sim],
     }
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
     job = {
@@ -105,6 +121,74 @@ def run_baseline(root: Path, tasks: int, capacity: int, duration: float) -> floa
     return elapsed
 
 
+def task_sandbox(root: Path) -> list[str]:
+    """The bwrap command relay builds for a command agent in a real task worktree."""
+    repo, tree = root / "starts-repo", root / "starts-ws" / ".relay" / "worktrees" / "j" / "t"
+    git = ["git", "-c", "user.name=b", "-c", "user.email=b@b"]
+    subprocess.run([*git, "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        [*git, "-C", str(repo), "worktree", "add", "-q", "-B", "relay-tasks/j/t", str(tree)],
+        check=True,
+    )
+    agent = AgentConfig(id="c", provider="command", command=("true",), sandbox="bwrap")
+    artifacts = root / "starts-ws" / ".relay" / "artifacts" / "e"
+    site = Site(cwd=tree, workspace=root / "starts-ws", artifacts=artifacts, env=os.environ)
+    spec = sandbox_spec(site, agent, get_adapter("command", command_template=["true"]), False)
+    return bwrap_argv(host_sandbox().bwrap or "bwrap", spec)
+
+
+def start_once(root: Path, label: str, i: int, wrapper: list[str], supervised: bool) -> float:
+    """Seconds from asking for `true` to seeing it exit."""
+    true = shutil.which("true") or "/bin/true"
+    start = time.perf_counter()
+    if supervised:
+        spec = LaunchSpec(
+            execution_id=f"bench-{os.getpid()}-{label}-{i}",
+            argv=[*wrapper, true],
+            cwd=root,
+            env=dict(os.environ),
+            timeout_s=60,
+            artifact_dir=root / "starts" / f"{label}-{i}",
+            sandbox_argc=len(wrapper),
+        )
+        code = launch(spec).wait(30)
+    else:
+        code = subprocess.run([*wrapper, true], check=False).returncode
+    assert code == 0, f"{label} start {i} failed ({code})"
+    return time.perf_counter() - start
+
+
+def report_starts(root: Path, count: int) -> None:
+    """The four ways to start an agent, taken in turn (so a busy neighbour slows them all)."""
+    if host_sandbox().problem:
+        print(f"agent start: no sandbox here ({host_sandbox().problem})")
+        return
+    wrapper = task_sandbox(root)
+    ways = {
+        "Popen(true)": ([], False),
+        "Popen(bwrap … true)": (wrapper, False),
+        "launch(true) (supervisor)": ([], True),
+        "launch(bwrap … true)": (wrapper, True),
+    }
+    times: dict[str, list[float]] = {label: [] for label in ways}
+    for i in range(count):
+        for label, (argv, supervised) in ways.items():
+            times[label].append(
+                start_once(root, label.split("(")[0] + str(len(argv)), i, argv, supervised)
+            )
+    print(f"agent start, {count} starts of each, in turn (median / mean ms):")
+    for label, taken in times.items():
+        median, mean = statistics.median(taken) * 1e3, statistics.mean(taken) * 1e3
+        print(f"  {label:28} {median:7.2f} / {mean:7.2f}")
+    bare = statistics.median(times["launch(true) (supervisor)"])
+    boxed = statistics.median(times["launch(bwrap … true)"])
+    print(
+        f"  sandbox cost per start:      {(boxed - bare) * 1e3:7.2f} ms (median; target < 5), "
+        f"ratio {boxed / bare:.2f}; the bwrap argv has {len(wrapper)} elements"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500)
@@ -112,11 +196,19 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=0.05)
     parser.add_argument("--tick", type=float, default=0.5, help="relay.toml tick_seconds")
     parser.add_argument("--profile", action="store_true", help="cProfile the engine run")
+    parser.add_argument("--starts", type=int, default=200, help="agent starts timed per row")
+    parser.add_argument("--sandbox", action="store_true", help="the relay run's sims in bwrap")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp:
         root = Path(tmp)
-        workspace = write_workspace(root, args.tasks, args.capacity, args.duration, args.tick)
+        # Starts are timed in a workspace outside /tmp, as a real one is: under the
+        # sandbox's private /tmp it would need mounts of its own to stay visible.
+        with tempfile.TemporaryDirectory(prefix="relay-bench-", dir="/var/tmp") as starts:
+            report_starts(Path(starts), args.starts)
+        workspace = write_workspace(
+            root, args.tasks, args.capacity, args.duration, args.tick, args.sandbox
+        )
         baseline = run_baseline(root, args.tasks, args.capacity, args.duration)
         profile = (
             Path(os.environ.get("RELAY_BENCH_PROFILE", root / "engine.prof"))
@@ -131,7 +223,7 @@ def main() -> None:
 
     print(
         f"tasks={args.tasks} capacity={args.capacity} sim duration={args.duration}s "
-        f"tick={args.tick}s"
+        f"tick={args.tick}s sandbox={'bwrap' if args.sandbox else 'none'}"
     )
     print(f"baseline (bare Popen loop): {baseline:8.2f} s  ({args.tasks / baseline:6.1f} tasks/s)")
     print(f"relay (submit + run):       {relay:8.2f} s  ({args.tasks / relay:6.1f} tasks/s)")

@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 import tomli_w
 from sqlmodel import select
 
+from relay_engine.agents.sandbox import host_sandbox
 from relay_engine.contracts.config import KNOWN_ROLES
 from relay_engine.loop.engine import Engine
 from relay_engine.store.db import Store
@@ -323,6 +325,27 @@ def init_repo(path: Path) -> Path:
 
 
 # -- processes -------------------------------------------------------------------------------
+requires_sandbox = pytest.mark.skipif(
+    host_sandbox().problem is not None, reason=f"no sandbox here: {host_sandbox().problem}"
+)
+
+
+def host_pid(ns_pid: int, execution_id: str) -> int | None:
+    """The pid, as this host sees it, of the process of ``execution_id`` that calls itself
+    ``ns_pid`` (a sandboxed agent has a pid namespace of its own); None once it is gone."""
+    from relay_engine.agents.runner import tagged_processes
+
+    for pid in tagged_processes(execution_id):
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                line = next(row for row in status if row.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(line.split()[-1]) == ns_pid:
+            return pid
+    return None
+
+
 def pid_gone(pid: int) -> bool:
     """A reparented zombie nobody has reaped yet counts as gone: it no longer runs."""
     try:

@@ -48,6 +48,14 @@ def replay_agent(agent_id: str, cli: str, scenario: str, **env: str) -> dict[str
 WORKER = {"id": "worker", "provider": "command", "command": [sys.executable, "-c", "print('done')"]}
 
 
+def state_marker(tmp_path: Path, cli: str, name: str) -> tuple[Path, str]:
+    """A file the stand-in CLI checks, kept where the real CLI keeps its state (the agent's
+    ``~/.<cli>``), so a sandboxed agent sees it; and the HOME that puts it there."""
+    home = tmp_path / "home"
+    (home / f".{cli}").mkdir(parents=True, exist_ok=True)
+    return home / f".{cli}" / name, str(home)
+
+
 def agent_status(workspace: Workspace, agent_id: str) -> dict[str, Any]:
     return next(a for a in workspace.status()["agents"] if a["id"] == agent_id)
 
@@ -75,11 +83,12 @@ def test_not_logged_in_swaps_to_the_next_capable_agent_without_using_an_attempt(
 def test_auth_on_the_only_capable_agent_parks_and_clearing_it_resumes(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    logged_in = tmp_path / "logged-in"
+    logged_in, home = state_marker(tmp_path, "claude", "logged-in")
     claude = replay_agent(
         "claude-main",
         "claude",
         "claude-not-logged-in",
+        HOME=home,
         REPLAY_LOGGED_IN=str(logged_in),
         REPLAY_SUCCESS=str(CLAUDE_SUCCESS),
     )
@@ -240,11 +249,12 @@ def test_codex_tools_warning_is_an_event_and_limited_providers_show_per_agent(
 def test_a_due_probe_that_gets_through_makes_the_agent_ready_again(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    online = tmp_path / "online"
+    online, home = state_marker(tmp_path, "codex", "online")
     codex = replay_agent(
         "codex-main",
         "codex",
         "codex-offline",
+        HOME=home,
         REPLAY_HANG="1",
         REPLAY_LOGGED_IN=str(online),
         REPLAY_SUCCESS=str(HERE / "fixtures" / "streams" / "codex_success.jsonl"),

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from relay_engine.agents.adapters.base import InvocationContext
 from relay_engine.agents.launch import adapter_for, executable_of
+from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import login_fix, missing_fix
+from relay_engine.core.sandbox import SandboxChoice, choose_sandbox
 
 PROBE_TIMEOUT_S = 30.0
 CHOICE_FLAGS = (
@@ -63,6 +65,9 @@ class DoctorRow:
     login: str
     problems: tuple[str, ...]
     fix: str
+    sandbox: str = "none"  # what the agent would run in here, and why when not bwrap
+    network: str = "on"
+    warnings: tuple[str, ...] = ()  # it runs, but not quite as configured
 
     @property
     def ok(self) -> bool:
@@ -135,11 +140,30 @@ def access_flags(agent: AgentConfig, argv: list[str]) -> str:
     return " ".join(shown) or f"access = {agent.access}"
 
 
-def judge(agent: AgentConfig, facts: Facts, is_root: bool) -> DoctorRow:
-    """One agent's verdict from the facts gathered about its CLI."""
+def sandbox_of(agent: AgentConfig, host_problem: str | None) -> SandboxChoice:
+    """The sandbox and network this agent would get on a host with ``host_problem``."""
+    adapter = adapter_for(agent)
+    return choose_sandbox(
+        agent.sandbox,
+        agent.network,
+        sandboxed_by_default=adapter.sandboxed_by_default,
+        needs_network=adapter.needs_network,
+        host_problem=host_problem,
+    )
+
+
+def judge(
+    agent: AgentConfig, facts: Facts, is_root: bool, host_problem: str | None = None
+) -> DoctorRow:
+    """One agent's verdict from the facts gathered about its CLI and the host's sandbox."""
     argv = sample_argv(agent)
     problems: list[str] = []
     fix = ""
+    choice = sandbox_of(agent, host_problem)
+    if choice.problem:
+        problems.append(choice.problem)
+        fix = 'install bubblewrap (apt-get install bubblewrap), or set sandbox = "none"'
+
     if not facts.found:
         problems.append(f"{facts.executable} not found")
         fix = missing_fix(agent.provider, facts.executable)
@@ -168,7 +192,23 @@ def judge(agent: AgentConfig, facts: Facts, is_root: bool) -> DoctorRow:
         login=f"{login} {facts.login_detail}".strip(),
         problems=tuple(problems),
         fix=fix,
+        sandbox=choice.kind if choice.kind == "bwrap" else f"none ({choice.why})",
+        network=choice.network,
+        warnings=tuple(_nesting_warnings(agent, choice, is_root)),
     )
+
+
+def _nesting_warnings(agent: AgentConfig, choice: SandboxChoice, is_root: bool) -> list[str]:
+    """codex sandboxes its commands with bubblewrap of its own, which cannot start inside
+    relay's as root (bwrap as uid 0 without capabilities cannot make namespaces)."""
+    if agent.provider != "codex" or choice.kind != "bwrap" or agent.access == "full":
+        return []
+    if not is_root:
+        return []
+    return [
+        f"agent {agent.id}: as root, codex's own command sandbox cannot start inside relay's; "
+        'set access = "full" (relay\'s sandbox still confines it) or sandbox = "none"'
+    ]
 
 
 # --- gathering facts (runs the CLI's read-only subcommands) -----------------------------------
@@ -280,6 +320,10 @@ def _first_line(text: str) -> str | None:
     return lines[0] if lines else None
 
 
-def diagnose(agents: tuple[AgentConfig, ...], base_env: Mapping[str, str]) -> list[DoctorRow]:
+def diagnose(
+    agents: tuple[AgentConfig, ...], base_env: Mapping[str, str], host: HostSandbox | None = None
+) -> list[DoctorRow]:
+    """Every agent's verdict; ``host`` is the sandbox probe's (run here when not given)."""
     is_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    return [judge(agent, check_agent(agent, base_env), is_root) for agent in agents]
+    host = host or probe(base_env.get("PATH"))
+    return [judge(agent, check_agent(agent, base_env), is_root, host.problem) for agent in agents]

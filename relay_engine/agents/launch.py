@@ -17,10 +17,26 @@ from typing import Any
 
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.base import Adapter, InvocationContext
-from relay_engine.agents.runner import LaunchSpec, write_artifact_json, write_artifact_text
+from relay_engine.agents.runner import (
+    AGENT_DIR,
+    RESULT_NAME,
+    LaunchError,
+    LaunchSpec,
+    write_artifact_json,
+    write_artifact_text,
+)
+from relay_engine.agents.sandbox import (
+    Site,
+    choice_for,
+    describe,
+    host_sandbox,
+    passthrough_for,
+    sandbox_spec,
+)
 from relay_engine.contracts.config import AgentConfig
-from relay_engine.core.failures import AgentFailure, missing
+from relay_engine.core.failures import AgentFailure, FailureClass, missing
 from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
+from relay_engine.core.sandbox import SandboxChoice, agent_environment, bwrap_argv
 
 
 @dataclass(frozen=True)
@@ -60,13 +76,49 @@ def build_launch(
     """Write prompt.md and prompt-packet.json, and return what the runner should start.
 
     ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
+    Only the allow-listed part of ``base_env`` reaches the agent, and where the agent is
+    sandboxed its argv starts with the ``bwrap`` command (the supervisor stays outside) and
+    its result goes to ``agent/result.json``: the rest of the artifact folder -- output relay
+    reads and rewrites, the records recovery trusts -- is read-only to it.
     """
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
-    result_file = directory / "result.json"
     adapter = adapter_for(request.agent)
+    choice = choice_for(request.agent, adapter)
+    if choice.problem:
+        raise LaunchError(f"agent {request.agent.id}: {choice.problem}")
+    result_name = RESULT_NAME if choice.kind != "bwrap" else f"{AGENT_DIR}/{RESULT_NAME}"
+    result_file = directory / result_name
+    result_file.parent.mkdir(exist_ok=True)
+    invocation = adapter.build(_context(request, adapter, prompt_file, result_file))
+    own = {**request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    allowed = passthrough_for(request.agent, adapter)
+    env = agent_environment(base_env, allowed, own, private_tmp=choice.kind == "bwrap")
+    site = Site(cwd=request.cwd, workspace=workspace, artifacts=directory, env=env)
+    wrapper, sandbox = _sandbox(site, request.agent, adapter, choice)
+    argv = [*wrapper, *invocation.argv]
+    passed = sorted(k for k, v in env.items() if base_env.get(k) == v and k not in own)
+    packet = _packet(request, argv, env, redactor) | {"sandbox": sandbox, "env_passed": passed}
+    write_artifact_json(directory, "prompt-packet.json", packet)
+    return LaunchSpec(
+        execution_id=request.execution_id,
+        argv=argv,
+        cwd=request.cwd,
+        env=env,
+        timeout_s=request.timeout_s,
+        artifact_dir=directory,
+        stdin_text=invocation.stdin_text,
+        conversation=invocation.conversation,
+        sandbox_argc=len(wrapper),
+        result_name=result_name,
+    )
+
+
+def _context(
+    request: LaunchRequest, adapter: Adapter, prompt_file: Path, result_file: Path
+) -> InvocationContext:
     command = request.agent.command if request.agent.provider != "command" else None
-    context = InvocationContext(
+    return InvocationContext(
         prompt=request.prompt,
         prompt_file=prompt_file,
         result_file=result_file,
@@ -81,21 +133,17 @@ def build_launch(
         allow_rules=request.allow_rules,
         deny_rules=request.deny_rules,
     )
-    invocation = adapter.build(context)
-    env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
-    write_artifact_json(
-        directory, "prompt-packet.json", _packet(request, invocation.argv, env, redactor)
-    )
-    return LaunchSpec(
-        execution_id=request.execution_id,
-        argv=invocation.argv,
-        cwd=request.cwd,
-        env=env,
-        timeout_s=request.timeout_s,
-        artifact_dir=directory,
-        stdin_text=invocation.stdin_text,
-        conversation=invocation.conversation,
-    )
+
+
+def _sandbox(
+    site: Site, agent: AgentConfig, adapter: Adapter, choice: SandboxChoice
+) -> tuple[list[str], dict[str, Any]]:
+    """The bwrap command for this launch (empty without a sandbox) and its record."""
+    bwrap = host_sandbox().bwrap
+    if choice.kind != "bwrap" or bwrap is None:
+        return [], describe(choice, None)
+    spec = sandbox_spec(site, agent, adapter, network=choice.network == "on")
+    return bwrap_argv(bwrap, spec), describe(choice, spec)
 
 
 def executable_of(agent: AgentConfig) -> str:
@@ -109,7 +157,12 @@ def executable_of(agent: AgentConfig) -> str:
 
 
 def missing_executable(agent: AgentConfig) -> AgentFailure | None:
-    """cli-missing when the agent's program is not on the PATH it will run with."""
+    """cli-missing when the agent's program is not on the PATH it will run with, or the
+    sandbox it asks for cannot run on this host."""
+    choice = choice_for(agent, adapter_for(agent))
+    if choice.problem:
+        fix = 'install bubblewrap (apt-get install bubblewrap), or set sandbox = "none"'
+        return AgentFailure(FailureClass.CLI_MISSING, choice.problem, fix)
     if agent.provider == "sim":
         return None
     exe = executable_of(agent)

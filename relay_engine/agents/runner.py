@@ -22,6 +22,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 STDOUT_NAME = "stdout.txt"
 STDERR_NAME = "stderr.txt"
 RESULT_NAME = "result.json"
+AGENT_DIR = "agent"  # a sandboxed agent's only writable part of its artifact folder
 _TAIL_BYTES = 8192
 SUPERVISOR = str(Path(supervisor_script.__file__).resolve())
 START_TIMEOUT_S = 30.0
@@ -67,6 +69,13 @@ class LaunchSpec:
     stdin_text: str | None = None
     grace_s: float = 5.0  # what the supervisor gives the tree between TERM and KILL
     conversation: bool = False  # stdin stays open after stdin_text: see RunningProcess.send
+    sandbox_argc: int = 0  # leading argv elements that are the sandbox's command (bwrap … --)
+    result_name: str = RESULT_NAME  # where in artifact_dir the agent writes its result
+
+    @property
+    def agent_argv(self) -> list[str]:
+        """The agent's own command, without the sandbox in front of it."""
+        return self.argv[self.sandbox_argc :]
 
 
 class RunningProcess:
@@ -118,7 +127,7 @@ class RunningProcess:
 
     @property
     def result_path(self) -> Path:
-        return self.spec.artifact_dir / RESULT_NAME
+        return self.spec.artifact_dir / self.spec.result_name
 
     @property
     def returncode(self) -> int | None:
@@ -264,6 +273,8 @@ def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
         str(spec.artifact_dir / RECORD_NAME),
         "--grace",
         f"{spec.grace_s:g}",
+        "--wrapped",
+        "1" if spec.sandbox_argc else "0",
         "--",
         *spec.argv,
     ]
@@ -301,7 +312,18 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
 
 def _check_argv(spec: LaunchSpec) -> None:
     """Refuse what could never start, with what to do about it, before spawning anything."""
-    exe = spec.argv[0]
+    for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1])):
+        _check_executable(spec, exe)
+    longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
+    if longest > MAX_ARG_BYTES:
+        raise LaunchError(
+            f"cannot start {spec.agent_argv[0]!r}: one argument is {longest // 1024} KiB, over the "
+            f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
+            "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
+        )
+
+
+def _check_executable(spec: LaunchSpec, exe: str) -> None:
     if "/" in exe:
         path = exe if os.path.isabs(exe) else str(spec.cwd / exe)
         found = os.path.isfile(path) and os.access(path, os.X_OK)
@@ -311,13 +333,6 @@ def _check_argv(spec: LaunchSpec) -> None:
         raise LaunchError(
             f"cannot start {exe!r} (cwd {spec.cwd}): "
             + ("not an executable file" if "/" in exe else "not found on PATH")
-        )
-    longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
-    if longest > MAX_ARG_BYTES:
-        raise LaunchError(
-            f"cannot start {exe!r}: one argument is {longest // 1024} KiB, over the "
-            f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
-            "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
         )
 
 
@@ -528,6 +543,20 @@ def kill_execution(execution_id: str, pgid: int | None = None, rounds: int = 20)
                 killed += 1
         time.sleep(0.01)
     return killed
+
+
+def read_agent_file(path: Path, max_bytes: int) -> str | None:
+    """A file the agent wrote, read the way nothing the agent planted can redirect: a symlink
+    (to a secret of the host's), a FIFO (that never ends) or a huge file all read as None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return None
+        return handle.read(max_bytes + 1)[:max_bytes].decode("utf-8", errors="replace")
 
 
 def write_artifact_text(artifact_dir: Path, name: str, text: str) -> Path:

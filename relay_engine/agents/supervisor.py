@@ -16,6 +16,11 @@ only, so it starts in a few milliseconds) in a session of its own. It
 4. when the agent exits, stops every descendant still running, then exits with the agent's
    status (re-raising the signal that killed it), after telling the engine ``exit <code>``.
 
+A sandboxed agent's argv starts with ``bwrap``, which dies of a TERM without passing it on
+(and takes the agent with it, graceless): with ``--wrapped 1`` the TERM of a stop skips that
+direct child, reaches the agent inside, and bwrap exits when the agent does. KILL still
+takes everything.
+
 Without ``prctl`` (not Linux) it still supervises the agent and its process group.
 """
 
@@ -33,6 +38,7 @@ import time
 PR_SET_CHILD_SUBREAPER = 36
 RECORD_NAME = "process.json"
 LEFTOVER_GRACE_S = 0.5  # a daemon left behind by an agent that exited gets this long after TERM
+SETTLE_S = 0.05  # how long children get to exit by themselves before the sweep signals them
 KILL_ROUNDS = 50
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
@@ -130,9 +136,10 @@ def _signal_all(pids: list[int], sig: int) -> None:
 class Supervisor:
     """One agent's lifetime: start it, stop its tree on request or engine death, reap it."""
 
-    def __init__(self, control: int, grace_s: float) -> None:
+    def __init__(self, control: int, grace_s: float, wrapped: bool = False) -> None:
         self.control: int | None = control
         self.grace_s = grace_s
+        self.wrapped = wrapped
         self.agent_pid = 0
         self.agent_status: int | None = None
         self.kill_at: float | None = None
@@ -227,7 +234,10 @@ class Supervisor:
         if grace_s <= 0:
             self.kill_tree()
             return
-        _signal_all(descendants(os.getpid()), signal.SIGTERM)
+        tree = descendants(os.getpid())
+        if self.wrapped:
+            tree = [pid for pid in tree if pid != self.agent_pid]
+        _signal_all(tree, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
 
@@ -265,33 +275,48 @@ class Supervisor:
                 self.agent_status = os.waitstatus_to_exitcode(status)
 
     def sweep(self) -> None:
-        """The agent exited: whatever it left running gets a short TERM, then KILL."""
-        if not self.has_children():
+        """The agent exited: whatever it left running gets a short TERM, then KILL.
+
+        A sandbox's last process (its pid namespace's init) often outlives bwrap by a
+        moment, tearing the namespaces down: it is waited for first, woken by SIGCHLD, so a
+        clean exit costs no walk of /proc and no polling.
+        """
+        if not self.await_children(SETTLE_S):
             return
         _signal_all(descendants(os.getpid()), signal.SIGTERM)
-        deadline = time.monotonic() + min(self.grace_s, LEFTOVER_GRACE_S)
-        while time.monotonic() < deadline and descendants(os.getpid()):
-            self.reap()
-            time.sleep(0.02)
+        self.await_children(min(self.grace_s, LEFTOVER_GRACE_S))
         self.kill_tree()
         self.reap()
 
+    def await_children(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for every child to exit; True if some are still there."""
+        deadline = time.monotonic() + timeout
+        while self.has_children():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            ready, _, _ = select.select([self._wake_r], [], [], min(left, 0.05))
+            if ready:
+                os.read(self._wake_r, 512)
+        return False
 
-def parse(argv: list[str]) -> tuple[int, str, float, list[str]]:
-    """``--control FD --record PATH --grace S -- AGENT ARGV…``"""
+
+def parse(argv: list[str]) -> tuple[int, str, float, bool, list[str]]:
+    """``--control FD --record PATH --grace S [--wrapped 0|1] -- AGENT ARGV…``"""
     split = argv.index("--")
     options = dict(zip(argv[:split:2], argv[1:split:2], strict=True))
     return (
         int(options["--control"]),
         options["--record"],
         float(options.get("--grace", "5")),
+        options.get("--wrapped", "0") == "1",
         argv[split + 1 :],
     )
 
 
 def main(argv: list[str]) -> None:
-    control, record_path, grace_s, agent_argv = parse(argv)
-    supervisor = Supervisor(control, grace_s)
+    control, record_path, grace_s, wrapped, agent_argv = parse(argv)
+    supervisor = Supervisor(control, grace_s, wrapped)
     subreaper = become_subreaper()
     pid = os.getpid()
     write_record(

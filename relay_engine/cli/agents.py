@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.table import Table
 
 from relay_engine.agents.doctor import diagnose
+from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.cli.output import command, console, err, open_store
 from relay_engine.contracts.config import load_config
 from relay_engine.ops.commands import ResetAgent
@@ -55,11 +56,15 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """A table of every agent; exit 1 when an enabled agent cannot run."""
     config = load_config(Path(args.workspace).resolve())
-    rows = diagnose(config.agents, os.environ)
+    host = probe(os.environ.get("PATH"))
+    rows = diagnose(config.agents, os.environ, host)
     broken = [row.agent for row in rows if row.enabled and not row.ok]
+    warnings = config.warnings() + _sandbox_warnings(host)
+    warnings += [warning for row in rows for warning in row.warnings]
     if args.json:
         dumped = [{**asdict(row), "ok": row.ok} for row in rows]
-        print(json.dumps({"agents": dumped, "warnings": config.warnings()}, indent=2))
+        sandbox = {"works": host.problem is None, "bwrap": host.bwrap, "problem": host.problem}
+        print(json.dumps({"agents": dumped, "sandbox": sandbox, "warnings": warnings}, indent=2))
         return 1 if broken else 0
     table = Table(title="relay doctor", title_justify="left")
     for column in (
@@ -69,6 +74,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "version",
         "access flags",
         "login",
+        "sandbox",
+        "network",
         "problem",
         "fix",
     ):
@@ -84,14 +91,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             row.version,
             row.argv,
             row.login,
+            row.sandbox,
+            row.network,
             verdict,
             row.fix,
         )
     console.print(table)
-    for warning in config.warnings():
+    if host.problem is None:
+        console.print(f"sandbox: {host.detail}")
+    for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if broken:
         err.print(f"[red]cannot run:[/] {', '.join(broken)}")
         return 1
     console.print("every enabled agent can run")
     return 0
+
+
+def _sandbox_warnings(host: HostSandbox) -> list[str]:
+    if host.problem is None:
+        return []
+    return [
+        f"no sandbox: {host.problem}; agents that do not ask for one run without it, "
+        "able to write wherever relay can"
+    ]

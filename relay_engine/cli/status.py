@@ -223,8 +223,27 @@ def _task(
         "last_execution": shown[-1] if shown else None,
     }
     if all_runs:
-        body["executions"] = shown
+        body["executions"] = [_ran_in(run) for run in shown]
     return body
+
+
+def _ran_in(run: dict[str, Any]) -> dict[str, Any]:
+    """One run with the sandbox its prompt-packet.json records (None: no packet, or a run
+    from before sandboxes), for the single task's view, where runs are few."""
+    try:
+        packet = json.loads((Path(run["artifact_dir"] or "") / "prompt-packet.json").read_text())
+        sandbox = packet.get("sandbox") if isinstance(packet, dict) else None
+    except (OSError, ValueError):
+        sandbox = None
+    return {**run, "sandbox": sandbox if isinstance(sandbox, dict) else None}
+
+
+def sandbox_line(sandbox: dict[str, Any]) -> str:
+    """``bwrap, network off, writes …`` or ``none (why)``: what the run could touch."""
+    if sandbox.get("kind") != "bwrap":
+        return f"none ({sandbox.get('why', 'not recorded')}), network {sandbox.get('network')}"
+    writable = ", ".join(sandbox.get("writable") or []) or "nothing"
+    return f"bwrap, network {sandbox.get('network')}, writes {writable}"
 
 
 def _provider(limit: LimitView) -> dict[str, Any]:
@@ -360,6 +379,8 @@ def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
                     f"{run['outcome'] or 'running'}{code} {run['error'] or ''}".rstrip()
                 )
                 lines.append(f"  artifacts: {run['artifact_dir'] or 'none'}")
+                if sandbox := run.get("sandbox"):
+                    lines.append(f"  sandbox: {sandbox_line(sandbox)}")
             continue
         last = task["last_execution"]
         if task["error"] and last and last["outcome"] not in (None, "succeeded"):

@@ -49,6 +49,36 @@ def _names_executable(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 
 Argv = Annotated[tuple[str, ...], AfterValidator(_names_executable)]
+Sandbox = Literal["bwrap", "none"]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+RW_SUFFIX, RO_SUFFIX = ":rw", ":ro"
+
+
+def split_sandbox_path(entry: str) -> tuple[str, bool]:
+    """``"~/data:rw"`` -> (``"~/data"``, writable): a ``sandbox_paths`` entry, suffix removed."""
+    if entry.endswith(RW_SUFFIX):
+        return entry[: -len(RW_SUFFIX)], True
+    return entry.removesuffix(RO_SUFFIX), False
+
+
+def _sandbox_path(entry: str) -> str:
+    path, _ = split_sandbox_path(entry)
+    if not (path.startswith("/") or path.startswith("~/")) or "\0" in path:
+        raise ValueError(
+            f"{entry!r}: a sandbox path is absolute or starts with ~/ "
+            '(add ":rw" to make it writable)'
+        )
+    return entry
+
+
+def _env_pattern(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValueError(f"{name!r}: an environment variable name, or a prefix ending in *")
+    return name
+
+
+SandboxPath = Annotated[str, AfterValidator(_sandbox_path)]
+EnvPattern = Annotated[str, AfterValidator(_env_pattern)]
 
 
 class _Strict(BaseModel):
@@ -76,6 +106,8 @@ class EngineConfig(_Strict):
     # Upgrade an older schema when the engine starts. Unset: on for SQLite (one workspace,
     # one relay), off for PostgreSQL, where an engine of the older release may still run.
     auto_migrate: bool | None = None
+    # Every agent's sandbox unless it sets its own; unset: bwrap where it works (see README).
+    sandbox: Sandbox | None = None
 
 
 class InputsConfig(_Strict):
@@ -163,6 +195,11 @@ class AgentConfig(_Strict):
     args: tuple[str, ...] = ()  # appended verbatim to the CLI's argv
     daily_budget_usd: float | None = Field(default=None, ge=0)
     permissions: AgentPermissions | None = None
+    # Containment (README "Sandbox"): unset sandbox/network mean the provider's default.
+    sandbox: Sandbox | None = None
+    network: Literal["on", "off"] | None = None
+    sandbox_paths: tuple[SandboxPath, ...] = ()  # visible read-only, or writable with ":rw"
+    env_passthrough: tuple[EnvPattern, ...] = ()  # engine variables added to the default list
 
     @field_validator("roles")
     @classmethod
@@ -177,6 +214,15 @@ class AgentConfig(_Strict):
             raise ValueError(
                 'provider "command" needs command = ["executable", "{prompt}", …]: '
                 "relay has nothing else to run"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _network_off_needs_the_sandbox(self) -> AgentConfig:
+        if self.network == "off" and self.sandbox == "none":
+            raise ValueError(
+                'network = "off" needs the sandbox: without it nothing can take the '
+                'network away (drop sandbox = "none" here or in [engine], or set network = "on")'
             )
         return self
 
@@ -214,6 +260,21 @@ class RelayConfig(_Strict):
         default_factory=dict
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_sandbox_reaches_agents(cls, data: object) -> object:
+        """``[engine] sandbox`` is every agent's that sets none, so an agent's own field is
+        the whole answer (and editing the engine's counts as editing the agents)."""
+        if not isinstance(data, dict):
+            return data
+        engine = data.get("engine")
+        default = engine.get("sandbox") if isinstance(engine, dict) else None
+        default = default or getattr(engine, "sandbox", None)
+        agents = data.get("agents")
+        if default not in ("bwrap", "none") or not isinstance(agents, list | tuple):
+            return data  # an invalid engine value is reported once, at engine.sandbox
+        return {**data, "agents": [_with_sandbox(agent, default) for agent in agents]}
+
     @field_validator("agents")
     @classmethod
     def _unique_ids(cls, agents: tuple[AgentConfig, ...]) -> tuple[AgentConfig, ...]:
@@ -244,14 +305,29 @@ class RelayConfig(_Strict):
         return frozenset(role for agent in self.agents for role in agent.roles) | set(KNOWN_ROLES)
 
 
+def _with_sandbox(agent: object, default: str) -> object:
+    if isinstance(agent, dict):
+        return agent if "sandbox" in agent else {**agent, "sandbox": default}
+    if isinstance(agent, AgentConfig) and agent.sandbox is None:
+        return AgentConfig.model_validate({**agent.model_dump(), "sandbox": default})
+    return agent
+
+
 def agent_warnings(agents: Iterable[AgentConfig]) -> list[str]:
     """Settings that are valid but will not do what they say."""
-    return [
-        f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
-        f'(use access = "read-only" to stop it writing)'
-        for agent in agents
-        if agent.provider == "codex" and agent.tools
-    ]
+    warnings = []
+    for agent in agents:
+        if agent.provider == "codex" and agent.tools:
+            warnings.append(
+                f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
+                f'(use access = "read-only" to stop it writing)'
+            )
+        if agent.sandbox == "none" and agent.sandbox_paths:
+            warnings.append(
+                f'agent {agent.id}: sandbox = "none": `sandbox_paths` is ignored '
+                "(without the sandbox every path is visible and writable)"
+            )
+    return warnings
 
 
 def _field_path(loc: Iterable[int | str], data: dict) -> str:

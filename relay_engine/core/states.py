@@ -100,14 +100,20 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     ),
     # Back to ACTIVE for fix work or a replan; SUCCEEDED when the branch holds nothing to merge.
     _J.REVIEWING: frozenset(
-        {_J.READY, _J.ACTIVE, _J.SUCCEEDED, _J.FAILED, _J.CANCELLED, _J.MERGED, _J.CLOSED,
-         _J.BLOCKED}
+        {
+            _J.READY,
+            _J.ACTIVE,
+            _J.SUCCEEDED,
+            _J.FAILED,
+            _J.CANCELLED,
+            _J.MERGED,
+            _J.CLOSED,
+            _J.BLOCKED,
+        }
     ),  # fmt: skip
     # The operator saves it (retry, drop, replan: ACTIVE; merge what is there: REVIEWING or
     # MERGED) or gives up on it (close, cancel); it never fails by itself.
-    _J.BLOCKED: frozenset(
-        {_J.ACTIVE, _J.REVIEWING, _J.MERGED, _J.CLOSED, _J.CANCELLED, _J.FAILED}
-    ),
+    _J.BLOCKED: frozenset({_J.ACTIVE, _J.REVIEWING, _J.MERGED, _J.CLOSED, _J.CANCELLED, _J.FAILED}),
     # Back to REVIEWING when the head moves, to ACTIVE for a rebase or a replan.
     _J.READY: frozenset({_J.REVIEWING, _J.ACTIVE, _J.CANCELLED, _J.MERGED, _J.CLOSED}),
     # SUCCEEDED is for jobs without a branch to merge; an operator retry or replan revives it.

@@ -17,7 +17,7 @@ from relay_engine.agents.adapters.base import (
     ToolRequest,
 )
 from relay_engine.agents.launch import LaunchRequest, display_argv
-from relay_engine.agents.runner import LaunchSpec, RunningProcess
+from relay_engine.agents.runner import LaunchSpec, RunningProcess, read_agent_file
 from relay_engine.core.outcomes import Outcome, StopReason
 from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import MergeResult
@@ -98,11 +98,9 @@ class LiveExecution:
             self.parser.feed(chunk, now)
 
     def result_file(self) -> Any:
-        path = self.process.result_path
+        text = read_agent_file(self.process.result_path, MAX_RESULT_FILE_BYTES)
         try:
-            if not path.is_file() or path.stat().st_size > MAX_RESULT_FILE_BYTES:
-                return None
-            return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            return None if text is None else json.loads(text)
         except (OSError, ValueError, RecursionError):  # deep nesting is an agent's bad output
             return None
 

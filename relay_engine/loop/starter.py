@@ -92,7 +92,7 @@ class Starter:
 
     def __init__(self, runtime: EngineRuntime) -> None:
         self.runtime = runtime
-        self._base_env = dict(os.environ)  # copied once: every launch starts from it
+        self._base_env = dict(os.environ)  # copied once; each launch takes its allow-list from it
         self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"

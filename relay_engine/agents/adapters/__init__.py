@@ -19,9 +19,16 @@ from relay_engine.agents.adapters.gemini import GeminiAdapter
 from relay_engine.agents.adapters.sim import SimAdapter
 
 PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
+STATE_PATHS = {
+    cls.provider: (*cls.state_paths, *cls.state_files)
+    for cls in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
+}
+"""Where each CLI keeps its logins and sessions: an agent of one provider never sees
+another's (a claude agent has no business reading codex's tokens)."""
 
 __all__ = [
     "PROVIDERS",
+    "STATE_PATHS",
     "Adapter",
     "AgentReport",
     "ClaudeAdapter",

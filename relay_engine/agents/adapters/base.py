@@ -141,8 +141,24 @@ class Conversing(Protocol):
 
 @runtime_checkable
 class Adapter(Protocol):
+    """Also what the sandbox needs to know about the CLI (:mod:`relay_engine.agents.sandbox`):
+    the folders (``state_paths``) and files (``state_files``) its logins and sessions live in
+    (writable inside the sandbox, hidden from every other provider's agents; missing folders
+    are made, as the CLI would on its first run), ``state_env`` the variable that moves them
+    all into one folder, ``state_read_only`` what in those folders stays read-only (settings
+    and instructions the operator's own sessions would run or obey), ``auth_env``
+    the engine variables it gets (names or ``PREFIX*``), whether it needs the network to
+    work, and whether it runs sandboxed unless told otherwise."""
+
     provider: str
     supports_resume: bool
+    state_paths: tuple[str, ...]
+    state_files: tuple[str, ...]
+    state_env: str | None
+    state_read_only: tuple[str, ...]
+    auth_env: tuple[str, ...]
+    needs_network: bool
+    sandboxed_by_default: bool
 
     def build(self, ctx: InvocationContext) -> Invocation: ...
 

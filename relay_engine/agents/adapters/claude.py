@@ -45,6 +45,16 @@ PERMISSION_MODES = {
 class ClaudeAdapter:
     provider = "claude"
     supports_resume = True
+    state_paths = ("~/.claude",)
+    state_files = ("~/.claude.json",)
+    # What the operator's own sessions, outside any sandbox, would run or obey.
+    state_read_only = ("settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands")
+    state_env: str | None = (
+        "CLAUDE_CONFIG_DIR"  # set: everything lives in that folder, .claude.json too
+    )
+    auth_env = ("ANTHROPIC_*", "CLAUDE_CODE_*", "CLAUDE_CONFIG_DIR")
+    needs_network = True
+    sandboxed_by_default = True
 
     def build(self, ctx: InvocationContext) -> Invocation:
         exe = list(ctx.command) if ctx.command else ["claude"]

@@ -33,6 +33,13 @@ SANDBOX_MODES = {
 class CodexAdapter:
     provider = "codex"
     supports_resume = True
+    state_paths = ("~/.codex",)
+    state_files: tuple[str, ...] = ()
+    state_env: str | None = "CODEX_HOME"
+    state_read_only = ("config.toml", "AGENTS.md")
+    auth_env = ("OPENAI_*", "CODEX_*")
+    needs_network = True
+    sandboxed_by_default = True
 
     def build(self, ctx: InvocationContext) -> Invocation:
         """Codex has no tool allow-list flag, so `ctx.tools` is not passed on (config warns).

@@ -34,6 +34,13 @@ def render_template(template: Sequence[str], ctx: InvocationContext) -> list[str
 class CommandAdapter:
     provider = "command"
     supports_resume = False
+    state_paths: tuple[str, ...] = ()
+    state_files: tuple[str, ...] = ()
+    state_env: str | None = None
+    state_read_only: tuple[str, ...] = ()
+    auth_env: tuple[str, ...] = ()
+    needs_network = False  # tests and scripts: give it the network with network = "on"
+    sandboxed_by_default = True
 
     def __init__(self, command_template: Sequence[str]) -> None:
         if not command_template:

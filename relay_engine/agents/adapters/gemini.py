@@ -37,6 +37,20 @@ NETWORK_RETRIES_BEFORE_UNREACHABLE = 3
 class GeminiAdapter:
     provider = "gemini"
     supports_resume = True
+    state_paths = ("~/.gemini",)
+    state_files: tuple[str, ...] = ()
+    state_env: str | None = None
+    state_read_only = ("settings.json", "GEMINI.md")
+    auth_env = (
+        "GEMINI_*",
+        "GOOGLE_API_KEY",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_LOCATION",
+        "GOOGLE_GENAI_*",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    )
+    needs_network = True
+    sandboxed_by_default = True
 
     def build(self, ctx: InvocationContext) -> Invocation:
         """A prompt that must go on stdin is sent without -p: non-TTY stdin means headless."""

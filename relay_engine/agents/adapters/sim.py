@@ -17,6 +17,15 @@ SIM_MODULE = "relay_engine.agents.sim_agent"
 class SimAdapter:
     provider = "sim"
     supports_resume = False
+    state_paths: tuple[str, ...] = ()
+    state_files: tuple[str, ...] = ()
+    state_env: str | None = None
+    state_read_only: tuple[str, ...] = ()
+    auth_env: tuple[str, ...] = ()
+    needs_network = False
+    # relay's own test double, which runs no model and no tools; tests drive it to write
+    # facts (pid files) anywhere. sandbox = "bwrap" puts it in one like any agent.
+    sandboxed_by_default = False
 
     def build(self, ctx: InvocationContext) -> Invocation:
         exe = list(ctx.command) if ctx.command else [sys.executable, "-m", SIM_MODULE]
