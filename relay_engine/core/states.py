@@ -110,7 +110,7 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             _J.CLOSED,
             _J.BLOCKED,
         }
-    ),  # fmt: skip
+    ),
     # The operator saves it (retry, drop, replan: ACTIVE; merge what is there: REVIEWING or
     # MERGED) or gives up on it (close, cancel); it never fails by itself.
     _J.BLOCKED: frozenset({_J.ACTIVE, _J.REVIEWING, _J.MERGED, _J.CLOSED, _J.CANCELLED, _J.FAILED}),
