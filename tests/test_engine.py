@@ -120,9 +120,10 @@ def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> 
     assert run_until_idle(workspace.engine()) is False
 
     report = workspace.status()
-    assert [(j["state"], j["error"]) for j in report["jobs"]] == [
-        ("FAILED", "2 failed, 0 cancelled, 2 blocked")
-    ]
+    (job,) = report["jobs"]
+    assert (job["state"], job["error"]) == ("BLOCKED", None)  # it never fails by itself
+    assert job["blocked_by"].startswith("broken failed (and 1 more): exit 1: sim error")
+    assert "relay retry fail/broken, relay drop fail/broken, relay replan fail" in job["blocked_by"]
     state = {t["id"]: t for t in report["tasks"]}
     assert (state["flaky"]["state"], state["flaky"]["attempt"]) == ("SUCCEEDED", 2)
     assert state["after-flaky"]["state"] == "SUCCEEDED"

@@ -65,7 +65,7 @@ def _plan_command(args: argparse.Namespace) -> commands.InstallPlan:
 
 
 def _task_command(
-    model: type[commands.CancelTask] | type[commands.RetryTask],
+    model: type[commands.CancelTask] | type[commands.RetryTask] | type[commands.DropTask],
 ) -> Callable[[argparse.Namespace], commands.OperatorCommand]:
     def build(args: argparse.Namespace) -> commands.OperatorCommand:
         split_key(args.task)
@@ -82,8 +82,9 @@ def _pin_command(args: argparse.Namespace) -> commands.Pin:
 
 def add_task_commands(sub: Any) -> None:
     for name, model, helptext in (
-        ("cancel", commands.CancelTask, "cancel a task"),
+        ("cancel", commands.CancelTask, "cancel a task and drop the tasks that need it"),
         ("retry", commands.RetryTask, "retry a task"),
+        ("drop", commands.DropTask, "drop a task not needed: its dependents go on without it"),
     ):
         parser = sub.add_parser(name, help=helptext)
         parser.add_argument("task", help="JOB/TASK")

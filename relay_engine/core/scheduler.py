@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from relay_engine.contracts.task_definitions import find_cycles
-from relay_engine.core.states import TaskState
+from relay_engine.core.states import DONE_TASK_STATES, TaskState
 
 PRIORITIES = ("P0", "P1", "P2", "P3")
 _RANK = {p: i for i, p in enumerate(PRIORITIES)}
@@ -75,7 +75,7 @@ def readiness(
         blocker = next((d for d, s in zip(deps, states, strict=True) if s in _BLOCKING), None)
         if blocker is not None:
             blocked[task.key] = blocker
-        elif all(s == TaskState.SUCCEEDED for s in states):
+        elif all(s in DONE_TASK_STATES for s in states):
             to_queue.append(task.key)
     return Readiness(tuple(sorted(to_queue)), _frozen_map(blocked))
 

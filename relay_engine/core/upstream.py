@@ -24,7 +24,7 @@ from relay_engine.contracts.task_definitions import (
     item_label,
     local_deps,
 )
-from relay_engine.core.states import DONE_JOB_STATES, JobState, TaskState
+from relay_engine.core.states import DONE_JOB_STATES, DONE_TASK_STATES, JobState, TaskState
 
 DEAD_JOBS = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.CLOSED})
 DEAD_TASKS = frozenset({TaskState.FAILED, TaskState.CANCELLED})
@@ -49,8 +49,9 @@ Wait = Ready | Waiting | Blocked
 
 
 def job_wait(after: Sequence[str], states: Mapping[str, str]) -> Wait:
-    """Whether a job waiting on ``after`` may start, given those jobs' states."""
-    dead = [job for job in after if states.get(job) in DEAD_JOBS]
+    """Whether a job waiting on ``after`` may start, given those jobs' states. An upstream
+    that is BLOCKED blocks it too, until the operator saves that one."""
+    dead = [job for job in after if states.get(job) in (*DEAD_JOBS, JobState.BLOCKED)]
     if dead:
         return Blocked(", ".join(f"job {job} {states[job].lower()}" for job in dead))
     pending = tuple(job for job in after if states.get(job) not in DONE_JOB_STATES)
@@ -63,7 +64,7 @@ def task_wait(upstream: Sequence[str], states: Mapping[str, str]) -> Wait:
     dead = [key for key in upstream if states.get(key) in DEAD_TASKS]
     if dead:
         return Blocked(dead[0])
-    pending = tuple(key for key in upstream if states.get(key) != TaskState.SUCCEEDED)
+    pending = tuple(key for key in upstream if states.get(key) not in DONE_TASK_STATES)
     return Waiting(pending) if pending else Ready()
 
 

@@ -137,17 +137,35 @@ def _settled_manual_job(session: Session, job_id: str) -> bool:
 
 
 def settle_job(session: Session, job: Job, now: float) -> bool:
-    counts: dict[str, int] = {}
+    """A manual job none of whose tasks can run any more. A task failed for good: BLOCKED,
+    naming it and what the operator can do (it never fails by itself while that could save
+    it). Otherwise on to its pull request with what is done -- a cancelled task was dropped,
+    with its dependents -- or FAILED when nothing at all was done."""
     # A final review's outcome is the pull request step's business (a stale one is cancelled).
     reviews = select(Review.task_key).where(Review.job_id == job.id)
-    query = select(Task.state).where(Task.job_id == job.id, col(Task.key).not_in(reviews))
-    for state in session.exec(query):
-        counts[state] = counts.get(state, 0) + 1
-    blocked = counts.get(TaskState.DRAFT, 0)
-    failed, cancelled = counts.get(TaskState.FAILED, 0), counts.get(TaskState.CANCELLED, 0)
-    if failed or cancelled or blocked:
-        why = f"{failed} failed, {cancelled} cancelled, {blocked} blocked"
-        move_job(session, job, JobState.FAILED, now=now, why=why)
+    query = select(Task.task_id, Task.state, Task.error).where(
+        Task.job_id == job.id, col(Task.key).not_in(reviews)
+    )
+    rows = list(session.exec(query))
+    failed = [(task_id, error) for task_id, state, error in rows if state == TaskState.FAILED]
+    if failed:
+        move_job(session, job, JobState.BLOCKED, now=now, blocked_by=blocked_reason(job.id, failed))
+    elif not any(state == TaskState.SUCCEEDED for _, state, _ in rows):
+        move_job(
+            session, job, JobState.FAILED, now=now, why="nothing was done: every task was cancelled"
+        )
     elif not to_review(session, job, now):
         move_job(session, job, JobState.SUCCEEDED, now=now)
     return True
+
+
+def blocked_reason(job_id: str, failed: list[tuple[str, str | None]]) -> str:
+    """What stops the job and every way out of it, as commands."""
+    first, error = failed[0]
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    cause = f"{first} failed{more}: {(error or 'no reason recorded')[:200]}"
+    key = f"{job_id}/{first}"
+    return (
+        f"{cause}; relay retry {key}, relay drop {key}, relay replan {job_id}, "
+        f"relay merge {job_id} --force (what is done), or relay close {job_id}"
+    )

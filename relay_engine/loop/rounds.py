@@ -80,13 +80,19 @@ class PlannerRounds:
                 move_job(session, job, JobState.SUCCEEDED, now=now)
         elif step == "fail":
             why = latest.error if latest else "planning failed"
-            move_job(session, job, JobState.FAILED, now=now, why=f"planner round failed: {why}")
+            self._block(session, job, f"planner round failed: {why}", now)
         elif step == "exhausted":
             why = f"objective not satisfied after {job.max_plan_rounds} planner rounds"
-            move_job(session, job, JobState.FAILED, now=now, why=why)
+            self._block(session, job, why, now)
         else:
             return False
         return True
+
+    def _block(self, session: Session, job: Job, why: str, now: float) -> None:
+        """Planning cannot go on by itself: BLOCKED until the operator replans (with
+        guidance), merges what is done, or closes the job."""
+        ways = f"relay replan {job.id} --guidance …, relay merge {job.id} --force, or relay close {job.id}"
+        move_job(session, job, JobState.BLOCKED, now=now, blocked_by=f"{why}; {ways}"[:2000])
 
     # -- planner executions ---------------------------------------------------------------
     def _start_planners(self, now: float) -> bool:

@@ -73,6 +73,21 @@ class RetryTask(OperatorCommand):
         return tasks.retry_task(session, tasks.find_task(session, self.task), now)
 
 
+class DropTask(OperatorCommand):
+    """Not needed after all: the task never runs and its dependents go on without it."""
+
+    kind: ClassVar[str] = "drop"
+    task: str
+    by: str = "operator"
+
+    def apply(self, session: Session, now: float) -> str:
+        task = tasks.find_task(session, self.task)
+        outcome = tasks.drop_task(session, task, now, by=self.by)
+        completion.release_dependents(session, task, now=now)
+        tasks.reactivate_job(session, task, now)
+        return outcome
+
+
 class CancelJob(OperatorCommand):
     kind: ClassVar[str] = "cancel_job"
     job: str
@@ -234,7 +249,7 @@ COMMANDS: dict[str, type[OperatorCommand]] = {
     c.kind: c
     for c in (
         CancelTask, RetryTask, CancelJob, Replan, ApproveWave, InstallPlan, Pin, RaiseBudget,
-        ResetAgent, Merge, Close, AnswerAsk, TakeOver, HandBack, Say,
+        ResetAgent, Merge, Close, AnswerAsk, TakeOver, HandBack, Say, DropTask,
     )
 }  # fmt: skip
 

@@ -17,7 +17,7 @@ from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.limits import effective_reset
 from relay_engine.core.outcomes import Outcome, OutcomeKind
-from relay_engine.core.states import TaskState
+from relay_engine.core.states import DONE_TASK_STATES, TaskState
 from relay_engine.ops import troubleshoot
 from relay_engine.ops.plans import allowed_wave
 from relay_engine.store.db import ensure_row
@@ -268,7 +268,8 @@ def _swap_or_park(
 
 
 def release_dependents(session: Session, task: Task, *, now: float) -> list[Task]:
-    """Queue every DRAFT dependent of ``task`` whose dependencies have now all succeeded."""
+    """Queue every DRAFT dependent of ``task`` whose dependencies are now all done
+    (succeeded, or dropped)."""
     # A draft that also waits on another job's task is left to the readiness pass.
     drafts = [
         t
@@ -279,14 +280,14 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
         return []
     dep_keys = {task_key(task.job_id, d) for t in drafts for d in t.dependencies}
     states = {t.task_id: t.state for t in tasks_by_key(session, dep_keys).values()}
-    states[task.task_id] = TaskState.SUCCEEDED
+    states[task.task_id] = TaskState(task.state)  # succeeded, or dropped: both let them go
     released = []
     job = session.get(Job, task.job_id)
     gate = allowed_wave(session, job) if job is not None and job.wave_gate != "auto" else None
     for draft in drafts:
         if gate is not None and draft.wave > gate:
             continue  # a wave gate holds it; readiness queues it once the wave is approved
-        if all(states.get(dep) == TaskState.SUCCEEDED for dep in draft.dependencies):
+        if all(states.get(dep) in DONE_TASK_STATES for dep in draft.dependencies):
             move_task(
                 session,
                 draft,

@@ -110,7 +110,7 @@ def cancel_unfinished(session: Session, job_id: str, reason: str, now: float) ->
     """Cancel a job's unfinished tasks and fail its running planner rounds; how many tasks."""
     tasks = job_tasks(session, job_id, ACTIVE_TASK_STATES)
     for task in tasks:
-        cancel_task(session, task, reason, now)
+        cancel_task(session, task, reason, now, with_dependents=False)
     for plan in session.exec(
         select(Plan).where(Plan.job_id == job_id, Plan.status == PlanState.PLANNING)
     ):

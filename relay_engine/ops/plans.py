@@ -235,7 +235,7 @@ def supersede(session: Session, job: Job, new_round: int, now: float) -> int:
     for task in job_tasks(session, job.id, SUPERSEDABLE_TASK_STATES):
         if task.state == TaskState.QUEUED and task.execution_id:
             continue  # claimed and starting: it runs on like a running task
-        cancel_task(session, task, f"superseded by plan {new_round}", now)
+        cancel_task(session, task, f"superseded by plan {new_round}", now, with_dependents=False)
         cancelled += 1
     return cancelled
 
@@ -259,8 +259,9 @@ def _reopen(session: Session, job: Job, now: float) -> None:
     if job.state != JobState.ACTIVE:
         message = f"job {job.id} active again: replanned"
         move_job(
-            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED, message=message
-        )
+            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED,
+            message=message, blocked_by=None,
+        )  # fmt: skip
     session.add(job)
 
 

@@ -11,6 +11,8 @@ from sqlmodel import Session, col, select
 from relay_engine.contracts.keys import split_key
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
+    DONE_TASK_STATES,
+    DROPPABLE_TASK_STATES,
     RETRYABLE_TASK_STATES,
     TAKEOVER_STATES,
     TERMINAL_JOB_STATES,
@@ -32,22 +34,75 @@ def find_task(session: Session, key: str) -> Task:
     return task
 
 
-def cancel_task(session: Session, task: Task, reason: str, now: float) -> str:
-    """Cancel an unfinished task; a running one's engine sees its claim gone and stops it."""
+def cancel_task(
+    session: Session, task: Task, reason: str, now: float, *, with_dependents: bool = True
+) -> str:
+    """Cancel an unfinished task, and drop with it the unfinished tasks that need it (the job
+    goes on with the rest); a running one's engine sees its claim gone and stops it. Callers
+    that cancel a whole set themselves (a replan, a cancelled job) pass ``with_dependents``
+    False, so each task keeps its own reason."""
     if task.state not in ACTIVE_TASK_STATES:
         raise Refused(f"task {task.key} is already {task.state}")
+    dropped = [
+        d for d in (dependents_of(session, task) if with_dependents else [])
+        if d.state in ACTIVE_TASK_STATES
+    ]  # fmt: skip
+    with_it = f"; dropped with it: {', '.join(d.task_id for d in dropped)}" if dropped else ""
     move_task(
         session,
         task,
         TaskState.CANCELLED,
         now=now,
         kind=EventKind.TASK_CANCELLED,
-        message=f"{task.key} cancelled: {reason}",
+        message=f"{task.key} cancelled: {reason}{with_it}"[:500],
         level="warning",
         error=reason,
         finished_at=now,
+        data={"dropped": [d.key for d in dropped]} if dropped else None,
     )
-    return f"cancelled {task.key}"
+    for dependent in dropped:
+        move_task(
+            session, dependent, TaskState.CANCELLED, now=now, kind=EventKind.TASK_CANCELLED,
+            message=f"{dependent.key} dropped with {task.task_id}", level="warning",
+            error=f"dropped with {task.task_id}: {reason}", finished_at=now,
+        )  # fmt: skip
+    return f"cancelled {task.key}{with_it}"
+
+
+def dependents_of(session: Session, task: Task) -> list[Task]:
+    """Every task of the job that needs ``task``, directly or through another, in job order."""
+    tasks = job_tasks(session, task.job_id, list(TaskState))
+    needed = {task.task_id}
+    found: list[Task] = []
+    grew = True
+    while grew:
+        grew = False
+        for other in tasks:
+            if other.task_id not in needed and needed.intersection(other.dependencies or ()):
+                needed.add(other.task_id)
+                found.append(other)
+                grew = True
+    return sorted(found, key=lambda t: (t.wave, t.created_at))
+
+
+def drop_task(session: Session, task: Task, now: float, *, by: str = "operator") -> str:
+    """DROPPED: not needed after all. It never runs (a running agent is stopped); what needs
+    it goes on as if it had succeeded with nothing to show."""
+    if task.state not in DROPPABLE_TASK_STATES:
+        raise Refused(f"task {task.key} is {task.state}: only unfinished or failed work drops")
+    move_task(
+        session, task, TaskState.DROPPED, now=now, kind=EventKind.TASK_DROPPED,
+        message=f"{task.key} dropped by {by}: its dependents go on without it",
+        level="warning", finished_at=now, blocked_by=None,
+    )  # fmt: skip
+    blocked = select(Task).where(
+        col(Task.job_id) == task.job_id, col(Task.blocked_by) == task.task_id
+    )
+    for dependent in session.exec(blocked):
+        mark_blocked(
+            session, dependent, None, f"{dependent.key} unblocked: {task.task_id} dropped", now
+        )
+    return f"dropped {task.key}"
 
 
 def retry_task(session: Session, task: Task, now: float, *, why: str = "by operator") -> str:
@@ -57,7 +112,7 @@ def retry_task(session: Session, task: Task, now: float, *, why: str = "by opera
         raise Refused(f"task {task.key} is {task.state}; only FAILED or CANCELLED retry")
     states = {t.task_id: t.state for t in job_tasks(session, task.job_id, list(TaskState))}
     ready = not task.external_deps and all(
-        states.get(dep) == TaskState.SUCCEEDED for dep in task.dependencies
+        states.get(dep) in DONE_TASK_STATES for dep in task.dependencies
     )
     max_attempts = max(task.max_attempts, task.attempt + 1)
     move_task(
@@ -78,13 +133,19 @@ def retry_task(session: Session, task: Task, now: float, *, why: str = "by opera
     for dependent in session.exec(blocked):
         why_not = f"{dependent.key} unblocked: {task.task_id} was retried"
         mark_blocked(session, dependent, None, why_not, now)
-    job = session.get(Job, task.job_id)
-    if job is not None and job.state in TERMINAL_JOB_STATES:
-        message = f"job {job.id} active again"
-        move_job(
-            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED, message=message
-        )
+    reactivate_job(session, task, now)
     return f"retried {task.key}"
+
+
+def reactivate_job(session: Session, task: Task, now: float) -> None:
+    """The operator brought a task back: a job that had ended or was BLOCKED is active again
+    (and settles again once its tasks are done)."""
+    job = session.get(Job, task.job_id)
+    if job is not None and (job.state in TERMINAL_JOB_STATES or job.state == JobState.BLOCKED):
+        move_job(
+            session, job, JobState.ACTIVE, now=now, kind=EventKind.JOB_REACTIVATED,
+            message=f"job {job.id} active again", blocked_by=None,
+        )  # fmt: skip
 
 
 def take_over(session: Session, task: Task, by: str, now: float) -> str:

@@ -23,6 +23,7 @@ from relay_engine.git.diffs import task_diff
 from relay_engine.ops.plans import replan
 from relay_engine.ops.tasks import retry_task
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.read_model import known_agents
 from relay_engine.store.schema import Execution, Job, Task
 
 EXECUTIONS_SHOWN = 3
@@ -35,11 +36,13 @@ def troubleshooter_key(task: Task) -> str:
 
 
 def request(session: Session, task: Task, now: float) -> Task | None:
-    """Queue the one troubleshooter of a task that just failed for good, if its job wants it."""
+    """Queue the one troubleshooter of a task that just failed for good, if its job wants it
+    and some engine has an agent that can take it (else the failure goes straight to the
+    operator: a troubleshooter nobody can run would only fail too)."""
     if task.kind == KIND or task.troubleshoots:
         return None
     job = session.get(Job, task.job_id)
-    if job is None or not job.troubleshoot:
+    if job is None or not job.troubleshoot or not _anyone_troubleshoots(session):
         return None
     task.troubleshoots += 1
     session.add(task)
@@ -117,6 +120,11 @@ def _retry(session: Session, parent: Task, verdict: Verdict, now: float) -> None
         f"retried with the troubleshooter's guidance{why}",
         now,
     )
+
+
+def _anyone_troubleshoots(session: Session) -> bool:
+    """An enabled agent with the troubleshooter role, on any engine of the database."""
+    return any(a.enabled and ROLE in (a.roles or ()) for a in known_agents(session))
 
 
 def _give_up(session: Session, parent: Task, why: str, now: float) -> None:

@@ -34,6 +34,7 @@ class EventKind(StrEnum):
     TASK_RETRYING = "task.retrying"
     TASK_RETRIED = "task.retried"
     TASK_CANCELLED = "task.cancelled"
+    TASK_DROPPED = "task.dropped"
     TASK_PARKED = "task.parked"
     TASK_RESUMED = "task.resumed"
     TASK_RELEASED = "task.released"

@@ -16,7 +16,12 @@ from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, check_job
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Job
 
-_LEVELS = {JobState.FAILED: "error", JobState.CANCELLED: "warning", JobState.CLOSED: "warning"}
+_LEVELS = {
+    JobState.FAILED: "error",
+    JobState.BLOCKED: "error",
+    JobState.CANCELLED: "warning",
+    JobState.CLOSED: "warning",
+}
 
 
 def move_job(
@@ -42,10 +47,11 @@ def move_job(
     job.updated_at = now
     session.add(job)
     default_kind = EventKind.JOB_FINISHED if target in TERMINAL_JOB_STATES else None
+    said = why or (fields.get("blocked_by") if target == JobState.BLOCKED else None)
     record_event(
         session,
         kind or default_kind or EventKind(f"job.{target.lower()}"),
-        message or f"job {job.id} {target.lower()}" + (f": {why}" if why else ""),
+        message or f"job {job.id} {target.lower()}" + (f": {said}" if said else ""),
         now=now,
         job_id=job.id,
         level=_LEVELS.get(target, "info"),
