@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,7 @@ def test_resubmitting_is_a_no_op_and_a_changed_job_under_the_same_id_is_refused(
     assert [t["id"] for t in report["tasks"]] == ["a", "b"]
 
 
-def test_run_until_idle_exits_1_when_a_job_fails_and_shows_what_is_blocked(
+def test_run_until_idle_exits_3_naming_the_ways_out_of_a_blocked_job(
     workspace: Workspace,
 ) -> None:
     definitions = [
@@ -119,15 +120,89 @@ def test_run_until_idle_exits_1_when_a_job_fails_and_shows_what_is_blocked(
 
     result = workspace.cli("run", "--until-idle")
 
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "job bad failed: 1 failed, 0 cancelled, 1 blocked" in result.stdout
-    assert "blocked by broken" in result.stdout
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "waiting (1):" in result.stdout
+    assert "job bad waits for you: broken failed" in result.stdout
+    assert "relay retry bad/broken, relay drop bad/broken" in result.stdout
     report = workspace.status()
-    assert [j["state"] for j in report["jobs"]] == ["FAILED"]
+    assert [j["state"] for j in report["jobs"]] == ["BLOCKED"]
     by_id = {t["id"]: t for t in report["tasks"]}
     assert (by_id["broken"]["state"], by_id["broken"]["attempt"]) == ("FAILED", 2)
     assert (by_id["next"]["state"], by_id["next"]["blocked_by"]) == ("DRAFT", "broken")
     assert by_id["fine"]["state"] == "SUCCEEDED"
+
+
+GATED_PLANNER = {
+    "duration": 0.05,
+    "results_by_round": {
+        "1": {
+            "objective_status": "in_progress",
+            "assessment": "two waves",
+            "next_tasks": [
+                {"id": "a", "title": "do a", "sim": sim()},
+                {"id": "b", "title": "do b", "dependencies": ["a"], "sim": sim()},
+            ],
+        },
+        "2": {"objective_status": "satisfied", "assessment": "done", "next_tasks": []},
+    },
+}
+
+
+def gated_job() -> str:
+    return job_toml(
+        "gate", [], mode="autonomous", objective="two waves", wave_gate="operator",
+        sim=GATED_PLANNER,
+    )  # fmt: skip
+
+
+def test_run_until_idle_exits_3_when_a_wave_awaits_approval(workspace: Workspace) -> None:
+    workspace.submit(gated_job())
+
+    result = workspace.cli("run", "--until-idle", "--quiet")
+
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "task gate/b waits for approval of wave 2: relay approve gate" in result.stdout
+    status = workspace.cli("status", "gate")
+    assert "waits for approval of wave 2: relay approve gate" in status.stdout
+    (b,) = [t for t in workspace.status()["tasks"] if t["id"] == "b"]
+    assert b["wait"]["release"] == "relay approve gate"
+    unknown = workspace.cli("status", "gaet")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip() == "error: no job gaet (jobs: gate)"
+    assert (
+        workspace.cli("status", "gate/zz").stderr.strip() == "error: no task gate/zz (jobs: gate)"
+    )
+    assert task_state(workspace.store(), "gate/a") == "SUCCEEDED"
+    assert task_state(workspace.store(), "gate/b") == "DRAFT"
+
+
+def test_run_wait_keeps_going_until_the_operator_approves(workspace: Workspace) -> None:
+    workspace.submit(gated_job())
+    engine = workspace.popen("run", "--until-idle", "--wait", "--quiet")
+    try:
+        store = workspace.store()
+        wait_for(lambda: task_state(store, "gate/a") == "SUCCEEDED", what="wave 1 done")
+        assert engine.poll() is None  # a wave awaiting approval keeps --wait running
+        assert workspace.cli("approve", "gate").returncode == 0
+        assert engine.wait(timeout=60) == 0
+    finally:
+        kill_quietly(engine.pid)
+    assert task_state(store, "gate/b") == "SUCCEEDED"
+
+
+def test_run_until_idle_does_not_wait_for_an_agent_that_cannot_log_in(
+    workspace: Workspace,
+) -> None:
+    replay = [sys.executable, str(Path(__file__).parent / "replay_cli.py")]
+    env = {"REPLAY_CLI": "claude", "REPLAY_SCENARIO": "claude-not-logged-in"}
+    workspace.configure(agents=[{"id": "cm", "provider": "claude", "command": replay, "env": env}])
+    workspace.submit(job_toml("j", [{"id": "t"}]))
+
+    result = workspace.cli("run", "--until-idle", "--quiet", timeout=60)
+
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "task j/t waits for" in result.stdout
+    assert "relay agents reset cm" in result.stdout
 
 
 def test_cancel_and_retry_from_another_process_while_relay_runs(

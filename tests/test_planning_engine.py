@@ -273,6 +273,57 @@ def test_operator_gate_holds_the_next_wave_until_approved(workspace: Workspace) 
     assert approved.id is not None and b_started and approved.id < b_started[0]
 
 
+def assessed_job(job_id: str, answers: dict[str, Any]) -> str:
+    rounds = {"1": plan_of(work("a"), work("b", "a")), "2": DONE}
+    planner = {"duration": 0.05, "lines": 1, "results_by_round": rounds}
+    planner["assessor"] = {"duration": 0.05, "results_by_attempt": answers}
+    return job_toml(job_id, [], mode="autonomous", objective="o", wave_gate="assess", sim=planner)
+
+
+GOOD_VERDICT = {"decision": "continue", "summary": "on track"}
+
+
+def test_an_unusable_assessment_is_retried_with_the_reason(workspace: Workspace) -> None:
+    workspace.submit(assessed_job("gate", {"1": {"decision": "garbage"}, "2": GOOD_VERDICT}))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine()) is True
+
+    first, second = sorted(
+        (e for e in executions(store) if e.task_key == "gate/assess-wave-1"),
+        key=lambda e: e.attempt,
+    )
+    assert first.outcome == "failed" and "assessor answer rejected" in (first.error or "")
+    assert "decision" in (first.error or "")
+    assert "assessor answer rejected" in prompt_of(second)  # the retry is told what was wrong
+    assert task_state(store, "gate/b") == "SUCCEEDED"
+
+
+def test_an_assessment_unusable_after_its_retries_holds_the_gate_until_approved(
+    workspace: Workspace,
+) -> None:
+    garbage = {str(n): {"decision": "garbage"} for n in range(1, 10)}
+    workspace.submit(assessed_job("gate", garbage))
+    store = workspace.store()
+    engine = workspace.engine()
+    with running_engine(engine):
+        wait_for(lambda: events(store, "gate.held"), what="the gate to hold")
+        time.sleep(0.5)  # ten ticks: room for the engine to (wrongly) start wave 2
+        assert task_state(store, "gate/b") == "DRAFT"
+        assert [e for e in executions(store) if e.task_key == "gate/b"] == []
+        assert task_state(store, "gate/assess-wave-1") == "FAILED"
+        assert events(store, "task.troubleshooting") == []  # the gate holds; no helper
+        (held,) = events(store, "gate.held")
+        assert "wave 2 held" in held.message and "relay approve gate" in held.message
+        assert engine.is_idle("none") and not engine.is_idle("all")
+        engine.submit(ApproveWave(job="gate"))
+        wait_for(lambda: job_state(store, "gate") != "ACTIVE", timeout=20, what="job done")
+
+    assert task_state(store, "gate/b") == "SUCCEEDED"
+    assert task_state(store, "gate/assess-wave-1") == "DROPPED"
+    assert job_state(store, "gate") == "SUCCEEDED"
+
+
 def test_manual_plan_is_installed_and_materialised(workspace: Workspace) -> None:
     workspace.submit(planned_job("man", {"2": DONE}))
     store = workspace.store()

@@ -50,7 +50,16 @@ def _add_engine_commands(sub: Any) -> None:
     submit.set_defaults(func=workspace.cmd_submit)
     runner = sub.add_parser("run", help="run the engine (Ctrl-C stops)")
     runner.add_argument(
-        "--until-idle", action="store_true", help="exit when nothing is queued or running"
+        "--until-idle",
+        action="store_true",
+        help="exit when nothing is queued or running: 0 all done, 1 a job failed, 3 only "
+        "waits are left (one line each: what for, until when, the command that releases it)",
+    )
+    runner.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --until-idle: keep running through waits (limits, gates, held tasks, "
+        "blocked jobs) until the work is done",
     )
     runner.add_argument("--quiet", action="store_true", help="do not print events")
     runner.set_defaults(func=workspace.cmd_run)

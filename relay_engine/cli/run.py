@@ -18,9 +18,11 @@ from relay_engine.cli.status import print_status, report_for
 from relay_engine.contracts.config import CONFIG_FILE, RelayConfig, load_config
 from relay_engine.contracts.job_file import load_job_file
 from relay_engine.core.faults import DatabaseBusy
+from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url
+from relay_engine.store.read_model import read_waits
 from relay_engine.store.schema import Event
 
 
@@ -82,15 +84,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     engine.subscribe(lambda: None)
     follower = None if args.quiet else _follow_in_thread(engine.store, stop)
-    ok = engine.run(stop, until_idle=args.until_idle)
+    until_idle = args.until_idle or args.wait
+    ok = engine.run(stop, until_idle=until_idle, waits="all" if args.wait else "none")
     stop.set()
     if follower is not None:
         follower.join(timeout=2)
-    if args.until_idle:
-        print_status(engine.store, report_for(engine.store, None, config.engine))
     if interrupted.is_set():
         return 0  # stopping on request, with the work released, is a clean exit
-    return 0 if ok else 1
+    if not until_idle:
+        return 0 if ok else 1
+    print_status(engine.store, report_for(engine.store, None, config.engine))
+    return _idle_exit(engine.store, ok)
+
+
+def _idle_exit(store: Store, ok: bool) -> int:
+    """Exit 3 with a line per wait when only waits are left: an unattended run that stops
+    tells its operator exactly what to type next."""
+    with store.read() as session:
+        waits = read_waits(session)
+    if not waits:
+        return 0 if ok else 1
+    console.print(f"[bold yellow]waiting ({len(waits)}):[/]")
+    for line in wait_lines(waits):
+        console.print(f"  {line}", highlight=False, markup=False)
+    return 3
 
 
 def _store_when_free(args: argparse.Namespace, config: RelayConfig) -> Store:

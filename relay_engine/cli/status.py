@@ -31,6 +31,7 @@ from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.contracts.config import EngineConfig, load_config
 from relay_engine.contracts.review import finding_lines
 from relay_engine.contracts.time_format import format_time
+from relay_engine.core.waits import Wait
 from relay_engine.loop.health import low_space
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
@@ -50,6 +51,7 @@ from relay_engine.store.read_model import (
     read_limits,
     read_plans,
     read_tasks,
+    read_waits,
     spend_by,
 )
 from relay_engine.store.schema import Execution
@@ -96,10 +98,12 @@ def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: fl
     waiting: dict[str, list[str]] = {}
     for ask in open_asks:
         waiting.setdefault(ask.task_key or "", []).append(ask.waiting)
+    waits = {w.subject: _wait(w) for w in read_waits(session, job_id=job_id)}
     return {
-        "jobs": [_job(j) for j in jobs],
+        "jobs": [{**_job(j), "wait": waits.get(f"job {j.id}")} for j in jobs],
         "tasks": [
             _task(t, spend, runs.get(t.key, []), waiting.get(t.key, []), all_runs=bool(task_id))
+            | {"wait": waits.get(f"task {t.key}")}
             for t in tasks
         ],
         "asks": [ask_json(a) for a in open_asks],
@@ -107,6 +111,13 @@ def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: fl
         "providers": [_provider(p) for p in read_limits(session)],
         "plans": [_plan(p) for p in read_plans(session, job_ids=scope)],
     }
+
+
+def _wait(wait: Wait) -> dict[str, Any]:
+    return {
+        "what": wait.what, "until": wait.until, "release": wait.release, "note": wait.note(),
+        "line": wait.line(),
+    }  # fmt: skip
 
 
 def conditions(store: Store, engines: list[EngineRow]) -> list[dict[str, Any]]:
@@ -285,6 +296,12 @@ STATE_STYLES = {
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_store(args, readonly=True)
     report = report_for(store, args.job, load_config(workspace_of(args)).engine)
+    if args.job and not (report["tasks"] if "/" in args.job else report["jobs"]):
+        with store.read() as session:
+            known = ", ".join(j.id for j in read_jobs(session)) or "none yet"
+        what = "task" if "/" in args.job else "job"
+        err.print(f"[red]error:[/] no {what} {escape(args.job)} (jobs: {escape(known)})")
+        return 2
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -341,6 +358,8 @@ def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
     )
     for column in ("task", "wave", "state", "attempt", "agent", "note"):
         table.add_column(column)
+    if job.get("wait"):
+        table.caption = escape("\n".join([*pull_lines(job), job["wait"]["line"]]))
     for task in tasks:
         table.add_row(
             task["id"],
@@ -359,6 +378,8 @@ def task_note(task: dict[str, Any]) -> str:
         return "; ".join(task["waiting_on_you"])
     if task["held_by"]:
         return f"held by {task['held_by']} since {format_time(task['held_at'])}"
+    if wait := task.get("wait"):
+        return f"waits for {wait['note']}"
     if task["blocked_by"]:
         return f"blocked by {task['blocked_by']}"
     if task["waiting_on_provider"]:

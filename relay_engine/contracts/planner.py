@@ -470,14 +470,13 @@ def planner_prompt(
     return "\n\n".join(sections) + "\n"
 
 
-def assessor_prompt(*, objective: str, wave: int, tasks: Sequence[TaskSummary]) -> str:
-    """Asks whether the plan still leads to the objective after a wave finished."""
+def _assessor_contract() -> str:
     example = {
         "decision": "continue",
         "summary": "Wave 2 delivered the parser and its tests; the plan still holds.",
         "findings": ["The parser rejects empty files, which the CLI task must handle."],
     }
-    contract = (
+    return (
         "## What to return\n\nReturn exactly one JSON object of this shape:\n\n"
         f"```json\n{json.dumps(example, indent=2)}\n```\n\n"
         '- `decision`: `"continue"` if the remaining plan still leads to the objective, '
@@ -486,12 +485,19 @@ def assessor_prompt(*, objective: str, wave: int, tasks: Sequence[TaskSummary]) 
         "- `findings`: specific facts the planner should know (may be empty).\n\n"
         f"{OUTPUT_RULE}"
     )
+
+
+ASSESSOR_CONTRACT = _assessor_contract()
+
+
+def assessor_prompt(*, objective: str, wave: int, tasks: Sequence[TaskSummary]) -> str:
+    """Asks whether the plan still leads to the objective after a wave finished (the task's
+    input: its contract, :data:`ASSESSOR_CONTRACT`, is added last when the prompt is built)."""
     sections = [
         "# Relay assessor",
         f"Wave {wave} of an autonomous job has finished. Judge its results against the "
         "objective. Check the work itself in the repository where a summary is not enough.",
         f"## Objective\n\n{objective.strip()}",
         f"## Tasks\n\n{task_section(tasks)}",
-        contract,
     ]
     return "\n\n".join(sections) + "\n"

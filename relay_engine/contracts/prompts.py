@@ -12,6 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay_engine.contracts import troubleshooter
+from relay_engine.contracts.planner import ASSESSOR_CONTRACT
+from relay_engine.contracts.review import REVIEW_CONTRACT
+
 MEMORY_NOTES_IN_PROMPT = 10
 DEPENDENCY_RESULT_CHARS = 2000
 
@@ -20,6 +24,19 @@ RESULT_CONTRACT = (
     "## When you finish\nWrite a JSON object with a `summary` field (and any `data`) to the "
     "file named by $RELAY_RESULT_FILE, or end your final message with it."
 )
+OWN_CONTRACTS = {
+    "review": REVIEW_CONTRACT,
+    "assess": ASSESSOR_CONTRACT,
+    troubleshooter.KIND: troubleshooter.CONTRACT,
+}
+
+
+def answer_contract(kind: str) -> str:
+    """The one section a task's prompt ends with: how to answer. A kind whose answer relay
+    reads (a review's verdict, an assessor's decision, a troubleshooter's advice) has its
+    own; every other task returns a summary. Never two: a model that follows the last
+    instruction it read must not be rejected for it."""
+    return OWN_CONTRACTS.get(kind, RESULT_CONTRACT)
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class PromptParts:
     previous_error: str | None = None
     guidance: str | None = None  # a troubleshooter's advice after the task failed
     briefing: str = ""  # a troubleshooter's failure record
-    contract: str = ""  # how to answer, when the task's kind has its own contract
+    contract: str = RESULT_CONTRACT  # how to answer: answer_contract(kind)
     operator_notes: Sequence[str] = ()  # what the operator said for this task (relay say)
     handed_back: bool = False  # the operator worked on it by hand and handed it back
 
@@ -93,7 +110,7 @@ def assemble_prompt(parts: PromptParts) -> str:
     if parts.briefing:
         sections.append(parts.briefing)
     sections.extend(overlay.strip() for overlay in parts.overlays if overlay.strip())
-    sections.append(parts.contract or RESULT_CONTRACT)
+    sections.append(parts.contract)
     return "\n\n".join(sections) + "\n"
 
 

@@ -86,7 +86,7 @@ def truncated(diff: str, limit: int) -> str:
     )
 
 
-def review_prompt(parts: ReviewInput, diff_limit: int) -> str:
+def _review_contract() -> str:
     example = {
         "verdict": "changes",
         "summary": "The parser is sound; the CLI swallows its errors.",
@@ -99,7 +99,7 @@ def review_prompt(parts: ReviewInput, diff_limit: int) -> str:
             }
         ],
     }
-    contract = (
+    return (
         "## What to return\n\nReturn exactly one JSON object of this shape:\n\n"
         f"```json\n{json.dumps(example, indent=2)}\n```\n\n"
         '- `verdict`: `"approve"` if the branch may be merged as it is, `"changes"` if it '
@@ -110,6 +110,14 @@ def review_prompt(parts: ReviewInput, diff_limit: int) -> str:
         "Review only; do not edit files: your edits are not kept.\n\n"
         f"{OUTPUT_RULE}"
     )
+
+
+REVIEW_CONTRACT = _review_contract()
+
+
+def review_prompt(parts: ReviewInput, diff_limit: int) -> str:
+    """The review's task input; its answer contract is added when the prompt is assembled
+    (:func:`relay_engine.contracts.prompts.answer_contract`), last, so nothing follows it."""
     sections = [
         f"# Relay final review, round {parts.round}",
         f"Job: {parts.title}. Decide whether `{parts.head_branch}` (at `{parts.head_sha[:12]}`) "
@@ -118,7 +126,6 @@ def review_prompt(parts: ReviewInput, diff_limit: int) -> str:
         f"## Tasks\n\n{task_section(parts.tasks)}",
         f"## Diffstat\n\n```\n{parts.diffstat.strip(chr(10)) or '(no changes)'}\n```",
         f"## Diff\n\n```diff\n{truncated(parts.diff, diff_limit).rstrip(chr(10))}\n```",
-        contract,
     ]
     return "\n\n".join(sections) + "\n"
 

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import watchfiles
 from sqlalchemy import or_
@@ -41,14 +42,16 @@ from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.loop.starter import Starter
 from relay_engine.ops import assignments, commands
-from relay_engine.ops.plans import gated_keys
 from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
 from relay_engine.store.db import Store
 from relay_engine.store.engines import mark_stopped, register_engine, this_host
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.plan_rows import gated_keys
+from relay_engine.store.read_model import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
 
 log = logging.getLogger(__name__)
+IdleWaits = Literal["none", "timed", "all"]
 SETTLING_KINDS = (
     EventKind.TASK_CANCELLED, EventKind.TASK_HANDED_BACK, EventKind.TASK_SUCCEEDED,
     EventKind.TASK_FAILED,
@@ -141,14 +144,24 @@ class Engine:
         self.wake()
         self._stopped.wait(timeout)
 
-    def run(self, stop: threading.Event | None = None, *, until_idle: bool = False) -> bool:
-        """Run ticks until stopped (or idle); True when every job it saw succeeded."""
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        until_idle: bool = False,
+        waits: IdleWaits = "timed",
+    ) -> bool:
+        """Run ticks until stopped (or idle); True when every job it saw succeeded.
+
+        ``waits`` says what still counts as work when running until idle: ``"timed"`` (waits
+        that end by themselves: a limit's reset, an agent's next probe), ``"none"`` (exit as
+        soon as only waits are left), or ``"all"`` (also waits on the operator)."""
         self._stopped.clear()
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
                 changed = self._safe_tick(full=full)
-                if until_idle and full and not changed and self.is_idle():
+                if until_idle and full and not changed and self.is_idle(waits):
                     self._settle_all_jobs()
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
@@ -323,16 +336,21 @@ class Engine:
         with self.store.read() as session:
             return gated_keys(session)
 
-    def is_idle(self) -> bool:
+    def is_idle(self, waits: IdleWaits = "timed") -> bool:
+        """Nothing runs, is queued or being planned (see :meth:`run` for ``waits``). A task
+        parked with no time to wake waits on an operator (an agent to log in, a CLI to
+        install): nothing this engine does will move it, so only ``"all"`` counts it."""
         if self.runtime.held():
             return False
-        # A task parked with no time to wake waits on an operator (an agent to log in, a CLI
-        # to install): nothing this engine does will move it, so it does not keep it busy.
-        waking = or_(Task.state != TaskState.PARKED, col(Task.not_before).is_not(None))
-        active = [TaskState.QUEUED, TaskState.RUNNING, TaskState.PARKED]
+        active = [TaskState.QUEUED, TaskState.RUNNING]
         with self.store.read() as session:
-            query = select(Task.key).where(col(Task.state).in_(active), waking).limit(1)
-            if session.exec(query).first() is not None or self.rounds.planning_active(session):
+            query = select(Task.key).where(col(Task.state).in_(active))
+            if waits == "timed":
+                timed = (Task.state == TaskState.PARKED) & col(Task.not_before).is_not(None)
+                query = select(Task.key).where(or_(col(Task.state).in_(active), timed))
+            if session.exec(query.limit(1)).first() is not None:
+                return False
+            if self.rounds.planning_active(session) or (waits == "all" and read_waits(session)):
                 return False
         return not self.pulls.busy(self.clock())
 

@@ -32,13 +32,13 @@ from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
 from relay_engine.ops import asks, assignments, budgets
+from relay_engine.ops.answers import vet_answer
 from relay_engine.ops.completion import (
     LimitDecision,
     apply_outcome,
     fenced_tasks,
     record_limit,
 )
-from relay_engine.ops.pulls import vet_review
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
@@ -297,7 +297,7 @@ class Reaper:
         """Apply the outcome to ``task`` (None when it was taken from this execution)."""
         if outcome.kind is OutcomeKind.LOST or task is None:
             return
-        outcome = vet_review(session, task, outcome)
+        outcome = vet_answer(session, task, outcome)
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None
         wait = None
         if outcome.kind is OutcomeKind.UNAVAILABLE and outcome.failure is not None:

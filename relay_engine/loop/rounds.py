@@ -26,7 +26,6 @@ from relay_engine.ops.plans import (
     build_planner_prompt,
     claim_plan,
     job_facts,
-    latest_plan,
     open_round,
     reject_attempt,
     store_children,
@@ -35,6 +34,7 @@ from relay_engine.ops.pulls import to_review
 from relay_engine.store import spend
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
+from relay_engine.store.plan_rows import latest_plan
 from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Job, Plan, Task
 

@@ -19,9 +19,10 @@ from relay_engine.core.limits import effective_reset
 from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.core.states import DONE_TASK_STATES, TaskState
 from relay_engine.ops import troubleshoot
-from relay_engine.ops.plans import allowed_wave
+from relay_engine.ops.gates import hold_gate
 from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.plan_rows import allowed_wave
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
 from relay_engine.store.task_rows import job_tasks, mark_blocked, move_task, tasks_by_key
 
@@ -167,6 +168,8 @@ def fail_task(session: Session, task: Task, error: str, why: str, *, now: float)
     block_dependents(session, task, blocker=task.task_id, now=now)
     if task.kind == troubleshooter.KIND:
         troubleshoot.conclude(session, task, now)
+    elif task.kind == "assess":
+        hold_gate(session, task, now)
     else:
         troubleshoot.request(session, task, now)
 

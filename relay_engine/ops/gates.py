@@ -12,9 +12,10 @@ from sqlmodel import Session, select
 from relay_engine.contracts.planner import AssessorResult, assessor_prompt, validate_assessor_output
 from relay_engine.contracts.task_definitions import TaskDef
 from relay_engine.core.states import TERMINAL_TASK_STATES, TaskState
-from relay_engine.ops.plans import allowed_wave, replan, task_summaries
+from relay_engine.ops.plans import replan, task_summaries
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.schema import Job, Task
+from relay_engine.store.plan_rows import allowed_wave
+from relay_engine.store.schema import Event, Job, Task
 from relay_engine.store.task_rows import add_tasks
 
 DEFAULT_ASSESSOR_SCRIPT = {
@@ -74,22 +75,41 @@ def _create_assessment(
     return True
 
 
+def hold_gate(session: Session, assess: Task, now: float) -> None:
+    """An assessment that failed for good (its answers unusable, or its runs failing) holds
+    the next wave: a gate that cannot decide stays closed until the operator does."""
+    job = session.get(Job, assess.job_id)
+    if job is None:
+        return
+    record_event(
+        session,
+        EventKind.GATE_HELD,
+        f"job {job.id}: wave {assess.wave + 1} held: the assessment of wave {assess.wave} "
+        f"failed ({(assess.error or 'no reason recorded')[:200]}); relay approve {job.id} "
+        f"lets it run, relay replan {job.id} revises the plan",
+        now=now,
+        job_id=job.id,
+        task_key=assess.key,
+        level="warning",
+        data={"wave": assess.wave + 1},
+    )
+
+
 def _apply_verdict(session: Session, job: Job, wave: int, assess: Task, now: float) -> bool:
     verdict = validate_assessor_output(
         assess.result if assess.result is not None else assess.result_summary
     )
+    if not isinstance(verdict, AssessorResult):  # vetted at completion: a row from before
+        said = select(Event.id).where(
+            Event.task_key == assess.key, Event.kind == EventKind.GATE_HELD
+        )
+        if session.exec(said).first() is not None:
+            return False
+        assess.error = f"assessor answer rejected: {verdict.reason}"
+        hold_gate(session, assess, now)
+        return True
     job.approved_wave = wave + 1
     session.add(job)
-    if not isinstance(verdict, AssessorResult):
-        record_event(
-            session,
-            EventKind.WAVE_APPROVED,
-            f"job {job.id}: assessor answer unusable ({verdict.reason}); wave {wave + 1} runs on",
-            now=now,
-            job_id=job.id,
-            level="warning",
-        )
-        return True
     if verdict.decision == "replan":
         guidance = "; ".join([verdict.summary, *verdict.findings]).strip("; ")
         replan(session, job, guidance, now, trigger="wave-assessment")

@@ -31,27 +31,14 @@ from relay_engine.core.states import (
     check_plan,
 )
 from relay_engine.ops.refusals import Refused
-from relay_engine.ops.tasks import cancel_task, retry_task
+from relay_engine.ops.tasks import cancel_task, drop_task, retry_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
+from relay_engine.store.plan_rows import allowed_wave, latest_plan, round_count
 from relay_engine.store.schema import Execution, Job, Plan, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
 PLAN_MAX_ATTEMPTS = 3
-
-
-def latest_plan(session: Session, job_id: str) -> Plan | None:
-    query = (
-        select(Plan)
-        .where(Plan.job_id == job_id, Plan.status != PlanState.SUPERSEDED)
-        .order_by(col(Plan.round).desc())
-    )
-    return session.exec(query).first()
-
-
-def round_count(session: Session, job_id: str) -> int:
-    rounds = session.exec(select(Plan.round).where(Plan.job_id == job_id)).all()
-    return max(rounds, default=0)
 
 
 def job_facts(session: Session, job: Job) -> JobFacts:
@@ -268,7 +255,16 @@ def _reopen(session: Session, job: Job, now: float) -> None:
 def approve_wave(session: Session, job: Job, now: float) -> str:
     if job.wave_gate == "auto":
         raise Refused(f"job {job.id} has no wave gate (wave_gate = auto)")
-    job.approved_wave = allowed_wave(session, job) + 1
+    wave = allowed_wave(session, job)
+    held = session.exec(
+        select(Task).where(
+            Task.job_id == job.id, Task.kind == "assess", Task.wave == wave,
+            Task.state == TaskState.FAILED,
+        )
+    ).first()  # fmt: skip
+    if held is not None:  # the operator decides in the assessor's place
+        drop_task(session, held, now, by="the wave's approval")
+    job.approved_wave = wave + 1
     job.updated_at = now
     session.add(job)
     record_event(
@@ -350,27 +346,6 @@ def run_again(session: Session, job: Job, plan: Plan, task_ids: Sequence[str], n
             retry_task(session, task, now, why=f"by planner round {plan.round}")
             again += 1
     return again
-
-
-def gated_keys(session: Session) -> frozenset[str]:
-    """DRAFT tasks held by a wave gate: their wave is beyond the job's allowed wave."""
-    jobs = session.exec(select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate != "auto"))
-    keys: set[str] = set()
-    for job in jobs:
-        allowed = allowed_wave(session, job)
-        drafts = job_tasks(session, job.id, [TaskState.DRAFT])
-        keys.update(t.key for t in drafts if t.wave > allowed)
-    return frozenset(keys)
-
-
-def allowed_wave(session: Session, job: Job) -> int:
-    """The highest wave that may run: the first wave of the current plan always does."""
-    plan = latest_plan(session, job.id)
-    query = select(Task.wave).where(Task.job_id == job.id)
-    if plan is not None and plan.children_stored:
-        query = query.where(Task.plan_id == plan.id)
-    first = min(session.exec(query).all(), default=0)
-    return max(job.approved_wave, first)
 
 
 def claim_plan(

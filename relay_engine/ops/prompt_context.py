@@ -12,6 +12,7 @@ from relay_engine.contracts.prompts import (
     MEMORY_NOTES_IN_PROMPT,
     DependencyResult,
     PromptParts,
+    answer_contract,
     overlay_paths,
 )
 from relay_engine.ops import troubleshoot
@@ -56,7 +57,7 @@ def prompt_context(
         briefing=troubleshoot.briefing(session, task, job)
         if task.kind == troubleshooter.KIND
         else "",
-        contract=troubleshooter.CONTRACT if task.kind == troubleshooter.KIND else "",
+        contract=answer_contract(task.kind),
     )
 
 

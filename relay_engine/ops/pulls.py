@@ -8,10 +8,8 @@ retries and recovery like any other task.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from sqlalchemy import func
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, select
 
 from relay_engine.contracts.planner import PlanRejected
 from relay_engine.contracts.review import (
@@ -32,7 +30,6 @@ from relay_engine.core.lifecycle import (
     PullFacts,
     ReviewFacts,
 )
-from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
     JobState,
@@ -43,13 +40,14 @@ from relay_engine.core.states import (
 from relay_engine.git.forges import MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.git.worktrees import job_branch, shared_directory
 from relay_engine.ops.jobs import cancel_unfinished
-from relay_engine.ops.plans import latest_plan, open_round
+from relay_engine.ops.plans import open_round
 from relay_engine.ops.refusals import Refused
 from relay_engine.ops.tasks import cancel_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
+from relay_engine.store.plan_rows import latest_plan
 from relay_engine.store.read_model import merge_target
-from relay_engine.store.schema import Execution, Job, PullRequest, Review, Task
+from relay_engine.store.schema import Job, PullRequest, Review, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
 
@@ -62,29 +60,6 @@ def to_review(session: Session, job: Job, now: float) -> bool:
         session, job, JobState.REVIEWING, now=now, why="work done; pull request and review next"
     )
     return True
-
-
-def vet_review(session: Session, task: Task, outcome: Outcome) -> Outcome:
-    """A final review that "succeeded" with an unusable answer fails the attempt instead.
-
-    The reason becomes the task's error, which the retry's prompt carries (as planner
-    rounds do with a rejected plan).
-    """
-    if task.kind != "review" or outcome.kind is not OutcomeKind.SUCCEEDED:
-        return outcome
-    final = session.exec(select(Review.id).where(Review.task_key == task.key)).first()
-    if final is None:
-        return outcome
-    verdict = validate_review_output(outcome.data if outcome.data is not None else outcome.summary)
-    if isinstance(verdict, ReviewResult):
-        return outcome
-    error = f"review answer rejected: {verdict.reason}"
-    session.exec(
-        update(Execution)
-        .where(col(Execution.id) == task.execution_id)
-        .values(outcome=OutcomeKind.FAILED.value, error=error)
-    )
-    return replace(outcome, kind=OutcomeKind.FAILED, error=error)
 
 
 # -- facts ----------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ class EventKind(StrEnum):
     PLAN_MATERIALISED = "plan.materialised"
     WAVE_ASSESSING = "wave.assessing"
     WAVE_APPROVED = "wave.approved"
+    GATE_HELD = "gate.held"
 
     REVIEW_QUEUED = "review.queued"
     REVIEW_APPROVE = "review.approve"

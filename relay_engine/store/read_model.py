@@ -22,6 +22,10 @@ from relay_engine.contracts.time_format import format_time
 from relay_engine.core.availability import READY, Availability, describe
 from relay_engine.core.budgets import Cap, Spend, judge
 from relay_engine.core.selection import FleetView
+from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.waits import GateState, Wait, job_wait, task_wait
+from relay_engine.core.waits import TaskFacts as WaitFacts
+from relay_engine.store.plan_rows import allowed_wave, gated_keys
 from relay_engine.store.schema import (
     AgentRecord,
     AgentStatus,
@@ -879,3 +883,62 @@ def read_added_rules(session: Session, *, job_id: str | None = None) -> list[Rul
     if job_id is not None:
         rows = [r for r in rows if r.target == job_id or r.target.startswith(f"{job_id}/")]
     return [RuleView(r.scope, r.target, r.effect, r.rule, r.created_by) for r in rows]
+
+
+# -- waits ----------------------------------------------------------------------------------
+WAITING_TASK_STATES = (TaskState.PARKED, TaskState.HELD, TaskState.DRAFT)
+
+
+def read_waits(session: Session, *, job_id: str | None = None) -> list[Wait]:
+    """Everything that waits for time or for someone, jobs first: what ``relay status``
+    notes and ``relay run --until-idle`` lists when nothing else is left to do."""
+    job_query = select(Job.id, Job.state, Job.blocked_by, Job.after)
+    if job_id is not None:
+        job_query = job_query.where(col(Job.id) == job_id)
+    waits = [
+        wait
+        for jid, state, blocked_by, after in session.exec(job_query.order_by(col(Job.created_at)))
+        if (wait := job_wait(jid, state, blocked_by, after or ())) is not None
+    ]
+    return waits + _task_waits(session, job_id)
+
+
+def _task_waits(session: Session, job_id: str | None) -> list[Wait]:
+    gated, gates = gated_keys(session), _gates(session)
+    query = select(Task).where(col(Task.state).in_(list(WAITING_TASK_STATES)))
+    if job_id is not None:
+        query = query.where(col(Task.job_id) == job_id)
+    found = []
+    for task in session.exec(query.order_by(col(Task.job_id), col(Task.created_at))):
+        if task.state == TaskState.DRAFT and task.key not in gated:
+            continue
+        gate = gates.get(task.job_id) if task.key in gated else None
+        wait = task_wait(_wait_facts(task), gate=gate)
+        if wait is not None:
+            found.append(wait)
+    return found
+
+
+def _gates(session: Session) -> dict[str, GateState]:
+    """How each gated job's next wave opens: by the operator, by its assessor, or -- its
+    assessment having failed -- by the operator after all."""
+    jobs = session.exec(select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate != "auto"))
+    gates: dict[str, GateState] = {}
+    for job in jobs:
+        if job.wave_gate != "assess":
+            gates[job.id] = "operator"
+            continue
+        failed = select(Task.key).where(
+            Task.job_id == job.id, Task.kind == "assess", Task.state == TaskState.FAILED,
+            Task.wave == allowed_wave(session, job),
+        )  # fmt: skip
+        gates[job.id] = "held" if session.exec(failed).first() else "assess"
+    return gates
+
+
+def _wait_facts(task: Task) -> WaitFacts:
+    return WaitFacts(
+        key=task.key, job_id=task.job_id, state=str(task.state), wave=task.wave,
+        waiting_on_provider=task.waiting_on_provider, not_before=task.not_before,
+        error=task.error, held_by=task.held_by,
+    )  # fmt: skip
