@@ -92,6 +92,8 @@ RECORDED = [
             "result_text": "You've hit your limit · resets 8pm (Asia/Tbilisi)",
             "is_error": True,
             "limit_reset_at": RESETS_AT,
+            # the reset from the rate_limit_event, the sentence the operator is shown from the CLI
+            "limit_text": "You've hit your limit · resets 8pm (Asia/Tbilisi)",
         },
     ),
     (
@@ -156,6 +158,8 @@ def check(report: AgentReport, expected: dict) -> None:
         if key == "limit_reset_at":
             assert report.limit is not None
             assert report.limit.reset_at == pytest.approx(value)
+        elif key == "limit_text":
+            assert report.limit is not None and report.limit.source_text == value
         else:
             assert getattr(report, key) == value, key
 

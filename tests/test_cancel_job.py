@@ -32,4 +32,4 @@ def test_cancel_job_while_the_planner_runs_materialises_nothing(workspace: Works
         (plan,) = session.exec(select(Plan).where(Plan.job_id == "doomed")).all()
     assert (plan.status, plan.error, plan.children_stored) == ("FAILED", "job cancelled", False)
     recorded = next(e for e in executions(store) if e.id == planner.id)
-    assert recorded.outcome == "lost"
+    assert recorded.outcome == "lost"  # a planner round is not a task: the job went

@@ -265,3 +265,43 @@ def test_commands_on_unknown_tasks_say_why(
     result = sqlite_workspace.cli(*args)
     assert result.returncode == code
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["events"], ["cancel", "j/t"], ["run", "--until-idle"], ["usage"]]
+)
+def test_db_naming_a_missing_sqlite_file_is_refused_by_every_command(
+    sqlite_workspace: Workspace, tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "typo" / "relay.db"
+    url = f"sqlite:///{missing}"
+
+    result = sqlite_workspace.cli("--db", url, *command)
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: --db {url}: no database file at {missing} (a typo would otherwise open an "
+        "empty new database; pass --create to make one)"
+    )
+    assert not missing.exists()
+
+
+def test_db_create_and_init_make_the_missing_sqlite_file(
+    sqlite_workspace: Workspace, tmp_path: Path
+) -> None:
+    made, initialised = tmp_path / "made.db", tmp_path / "initialised.db"
+    assert sqlite_workspace.cli("--db", f"sqlite:///{made}", "--create", "status").returncode == 0
+    assert sqlite_workspace.cli("--db", f"sqlite:///{initialised}", "init").returncode == 0
+    assert made.exists() and initialised.exists()
+
+
+def test_run_says_on_stderr_which_agent_cannot_start(workspace: Workspace, tmp_path: Path) -> None:
+    absent = str(tmp_path / "bin" / "codex")
+    workspace.configure(agents=[{"id": "cx", "provider": "codex", "command": [absent]}])
+    workspace.submit(job_toml("j", [{"id": "t"}]))
+
+    result = workspace.cli("run", "--until-idle", "--quiet")
+
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert f"agent cx cannot start: executable '{absent}' not found" in result.stderr
+    assert "fix: " in result.stderr

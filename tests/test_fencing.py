@@ -115,7 +115,8 @@ def test_a_merge_whose_task_moved_on_before_the_write_is_taken_back(
     assert merges(repo) == []
     assert "out.txt" not in git(repo, "ls-tree", "--name-only", "relay/stale")
     (run,) = executions(store)
-    assert run.outcome == "lost"
+    assert run.outcome == "cancelled"
+    assert "after its task was cancelled: result discarded" in (run.error or "")
     assert tasks(store)["stale/t"].state == "CANCELLED"
 
 

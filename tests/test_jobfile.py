@@ -129,14 +129,28 @@ def test_defaults_and_absolute_repo(tmp_path: Path) -> None:
     assert spec.job.title == "j" and spec.job.priority == "P2" and spec.job.mode == "manual"
     assert spec.job.repo is None and spec.job.wave_gate == "auto" and not spec.job.auto_merge
     absolute = tmp_path / "elsewhere"
+    absolute.mkdir()
     text = MINIMAL.replace('id = "j"', f'id = "j"\nrepo = "{absolute}"')
     assert load_job_file(write(tmp_path, text)).job.repo == str(absolute)
+
+
+def test_a_repo_that_is_not_there_is_refused_naming_the_path_as_resolved(tmp_path: Path) -> None:
+    (tmp_path / "my-repo").mkdir()
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    text = MINIMAL.replace('id = "j"', 'id = "j"\nrepo = "../my-rpeo"')
+    with pytest.raises(JobFileError) as refused:
+        load_job_file(write(jobs, text))
+    assert str(refused.value) == (
+        f"{jobs / 'job.toml'}: job.repo: {tmp_path / 'my-rpeo'} does not exist "
+        "(repo = '../my-rpeo', from the file): no agent may run in a folder that is not there"
+    )
 
 
 def test_relative_repo_resolves_against_the_file_not_the_cwd(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "repo").mkdir(parents=True)
     text = MINIMAL.replace('id = "j"', 'id = "j"\nrepo = "repo"')
     path = write(tmp_path / "jobs", text)
     monkeypatch.chdir(tmp_path)

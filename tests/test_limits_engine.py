@@ -187,8 +187,11 @@ def test_limit_swaps_to_another_provider_without_spending_the_attempt(
         ("codex-b", "succeeded"),
     ]
     (swapped,) = events(store, "task.swapped")
-    assert swapped.data == {"provider": "claude", "agent": "codex-b"}
-    assert "codex-b" in swapped.message
+    assert swapped.data == {"provider": "claude", "from": "claude-a"}
+    assert swapped.message.startswith("swap/t moved off claude-a, claude limited: ")
+    assert "{" not in swapped.message  # the CLI's sentence, not the JSON event it came in
+    (started,) = [e for e in events(store, "task.started") if e.id and e.id > (swapped.id or 0)]
+    assert "codex-b" in started.message
     assert events(store, "task.parked") == []
     limits = {p["provider"]: p for p in workspace.status()["providers"]}
     assert limits["claude"]["status"] == "limited"

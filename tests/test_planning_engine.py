@@ -20,6 +20,7 @@ from helpers import (
     Workspace,
     events,
     executions,
+    init_repo,
     job_toml,
     jobs,
     pid_gone,
@@ -271,6 +272,47 @@ def test_operator_gate_holds_the_next_wave_until_approved(workspace: Workspace) 
     assert approved.data == {"wave": 2}
     b_started = [e.id for e in events(store, "task.started") if e.task_key == "gate/b"]
     assert approved.id is not None and b_started and approved.id < b_started[0]
+
+
+def test_the_planner_reads_the_job_branch_at_its_head_and_changes_nothing(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    from gitrepos import git
+
+    repo = init_repo(tmp_path / "repo")
+    seen = tmp_path / "seen.jsonl"
+    a = {**work("a"), "sim": sim(0.05, write_files={"a.txt": "from a\n"})}
+    planner = {"duration": 0.05, "lines": 1, "results_by_round": {"1": plan_of(a), "2": DONE},
+               "record_cwd": str(seen), "write_files": {"scribble.txt": "planner\n"}}  # fmt: skip
+    workspace.submit(
+        job_toml("look", [], mode="autonomous", objective="o", repo=str(repo), sim=planner)
+    )
+    run_until_idle(workspace.engine())
+
+    rounds = [json.loads(line) for line in seen.read_text().splitlines()]
+    tree = str(workspace.path / ".relay" / "worktrees" / "look" / "_plan")
+    assert [(r["round"], r["cwd"]) for r in rounds] == [("1", tree), ("2", tree)]
+    assert "a.txt" not in rounds[0]["files"] and "README.md" in rounds[0]["files"]
+    assert "a.txt" in rounds[1]["files"]  # round 2 reads what round 1's work merged
+    on_branch = git(repo, "ls-tree", "--name-only", "relay/look").split()
+    assert "a.txt" in on_branch and "scribble.txt" not in on_branch
+
+
+def test_a_plan_naming_an_agent_nobody_has_is_refused_with_the_reason(
+    workspace: Workspace,
+) -> None:
+    ghost = {**work("a"), "agent": "ghost"}
+    rounds = {"1.1": plan_of(ghost), "1.2": plan_of(work("a")), "2": DONE}
+    workspace.submit(planned_job("who", rounds))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine()) is True
+
+    first, second = planner_runs(store, plans(store, "who")[0].id)
+    assert "## Agents" in prompt_of(first)
+    assert "- `sim` (sim): planner, implementer, reviewer" in prompt_of(first)
+    assert "unknown agent 'ghost' (known agents: sim)" in prompt_of(second)
+    assert task_state(store, "who/a") == "SUCCEEDED"
 
 
 def assessed_job(job_id: str, answers: dict[str, Any]) -> str:

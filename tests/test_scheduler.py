@@ -37,7 +37,6 @@ def task(
     deps: tuple[str, ...] = (),
     workstream: str | None = None,
     resumed_at: float | None = None,
-    parked_provider: str | None = None,
     parked_at: float | None = None,
     execution_id: str | None = None,
     gated: bool = False,
@@ -52,7 +51,6 @@ def task(
         dependencies=deps,
         workstream=workstream,
         resumed_at=resumed_at,
-        parked_provider=parked_provider,
         parked_at=parked_at,
         execution_id=execution_id,
         wave_gate_blocked=gated,
@@ -113,15 +111,17 @@ def test_dispatch_order_priority_then_age_then_key():
     assert [t.task_id for t in dispatch_order(tasks)] == ["early-p0", "late-p0", "a", "b", "p3"]
 
 
-def test_resumed_tasks_go_before_everything_ordered_by_provider_then_parked_at():
+def test_resumed_tasks_go_before_everything_by_priority_then_parked_at():
     tasks = [
         task("urgent", priority="P0", created_at=0),
-        task("r3", priority="P3", resumed_at=9, parked_provider="openai", parked_at=1),
-        task("r2", priority="P3", resumed_at=9, parked_provider="anthropic", parked_at=5),
-        task("r1", priority="P3", resumed_at=9, parked_provider="anthropic", parked_at=2),
-        task("r0", priority="P3", resumed_at=9, parked_provider="anthropic", parked_at=2),
+        task("r3", priority="P3", resumed_at=9, parked_at=1),
+        task("r2", priority="P3", resumed_at=9, parked_at=5),
+        task("r1", priority="P3", resumed_at=9, parked_at=2, created_at=2),
+        task("r0", priority="P3", resumed_at=9, parked_at=2, created_at=1),
+        task("hit-it", priority="P0", resumed_at=9, parked_at=7),  # parked last, runs first
     ]
-    assert [t.task_id for t in dispatch_order(tasks)] == ["r0", "r1", "r2", "r3", "urgent"]
+    order = [t.task_id for t in dispatch_order(tasks)]
+    assert order == ["hit-it", "r3", "r0", "r1", "r2", "urgent"]
 
 
 # --- plan_dispatch ---------------------------------------------------------------------
@@ -279,7 +279,6 @@ def task_sets(draw) -> list[TaskFacts]:
                 deps=ds,
                 workstream=draw(st.sampled_from([None, "api", "ui", "db"])),
                 resumed_at=100.0 if resumed else None,
-                parked_provider=draw(st.sampled_from(["p1", "p2"])) if resumed else None,
                 parked_at=float(draw(st.integers(0, 3))) if resumed else None,
                 execution_id=f"e{i}" if state == Q and draw(st.integers(0, 3)) == 0 else None,
                 gated=draw(st.integers(0, 3)) == 0,

@@ -414,6 +414,31 @@ def _wait_child(
         log.exception("on_exit callback failed for %s", running.execution_id)
 
 
+def cap_file(path: Path, max_bytes: int) -> int:
+    """Cut a finished agent's output file to ``max_bytes``: its first and last halves, with
+    a line in between saying what was cut. Returns the bytes cut (0: it was small enough).
+
+    The file is rewritten in place through a copy of its tail, so memory stays bounded
+    whatever the file's size."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return 0
+    if size <= max_bytes:
+        return 0
+    half = max_bytes // 2
+    cut = size - 2 * half
+    marker = f"\n[relay: {cut:,} bytes cut here: max_artifact_bytes = {max_bytes:,}]\n".encode()
+    with open(path, "r+b") as fh:
+        fh.seek(size - half)
+        tail = fh.read(half)
+        fh.seek(half)
+        fh.write(marker)
+        fh.write(tail)
+        fh.truncate()
+    return cut
+
+
 def _read_tail(path: Path, max_bytes: int) -> tuple[bytes, bool]:
     """Return (tail bytes, whether the tail starts at the beginning of the file)."""
     try:

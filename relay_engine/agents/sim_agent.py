@@ -6,6 +6,7 @@ duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchil
 grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
+record_cwd PATH (append a JSON line {cwd, files, round, attempt} there: what the agent saw),
 asks [{tool, input, writes}] (claude format with --permission-prompt-tool stdio: ask for each
 tool use on stdout, wait for the answer on stdin, and write ``writes`` when it is allowed;
 ``tool: AskUserQuestion`` asks a question and writes the answers to ``answers.json``),
@@ -453,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if script.get("resolve_conflicts") in ("ours", "theirs"):
         resolve_conflicts(str(script["resolve_conflicts"]))
+    record_cwd(script, sim)
     write_files(script)
     if args.permission_prompt_tool == "stdio" and fmt == "claude":
         ask_all(sim, script.get("asks") or [])
@@ -512,6 +514,17 @@ def converse(sim: Sim) -> None:
             sim.progress(f"noted: {text}")
             write_files({"write_files": {"operator-said.txt": text + "\n"}})
             sim.finish(f"noted: {text}", is_error=False)
+
+
+def record_cwd(script: dict[str, Any], sim: Sim) -> None:
+    """What the agent found where it ran, for tests that check where and on what it ran."""
+    if not script.get("record_cwd"):
+        return
+    cwd = os.getcwd()
+    seen = {"cwd": cwd, "files": sorted(os.listdir(cwd)), "round": sim.round,
+            "attempt": sim.attempt}  # fmt: skip
+    with open(str(script["record_cwd"]), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(seen) + "\n")
 
 
 def write_files(script: dict[str, Any]) -> None:

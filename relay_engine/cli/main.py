@@ -18,7 +18,7 @@ from relay_engine.contracts.job_file import JobFileError
 from relay_engine.core.faults import DatabaseFault, explain
 from relay_engine.core.usage import GROUPINGS
 from relay_engine.ops.jobs import JobConflict
-from relay_engine.store.db import default_db_url, location
+from relay_engine.store.db import default_db_url, location, missing_database
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
     parser.add_argument(
         "--db", default=None, help="database URL (default: RELAY_DB or .relay/relay.db)"
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="with --db: make the SQLite file when it does not exist yet (relay init always does)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_engine_commands(sub)
@@ -85,6 +90,10 @@ def _add_engine_commands(sub: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    missing = missing_database(args.db) if args.db and not args.create else None
+    if missing is not None and args.command != "init":
+        err.print(f"[red]error:[/] {escape(missing)}", highlight=False)
+        return 2
     try:
         return int(args.func(args))
     except (JobFileError, ConfigError, JobConflict, DatabaseFault, ValueError) as error:

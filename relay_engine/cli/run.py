@@ -11,8 +11,10 @@ from importlib import resources
 from pathlib import Path
 from types import FrameType
 
+from rich.markup import escape
 from rich.text import Text
 
+from relay_engine.agents.launch import missing_executable
 from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.cli.status import print_status, report_for
 from relay_engine.contracts.config import CONFIG_FILE, RelayConfig, load_config
@@ -70,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(workspace_of(args))  # a bad relay.toml is refused before anything opens
     engine = Engine(workspace_of(args), store=_store_when_free(args, config), config=config)
     _log_to_stderr()
+    _say_who_cannot_start(config)
     stop = threading.Event()
 
     interrupted = threading.Event()
@@ -108,6 +111,16 @@ def _idle_exit(store: Store, ok: bool) -> int:
     for line in wait_lines(waits):
         console.print(f"  {line}", highlight=False, markup=False)
     return 3
+
+
+def _say_who_cannot_start(config: RelayConfig) -> None:
+    """An agent whose program is missing would only park its tasks: say so at once, on
+    stderr, with the fix (``relay doctor`` tells more)."""
+    for agent in config.agents:
+        problem = missing_executable(agent) if agent.enabled else None
+        if problem is not None:
+            err.print(f"[yellow]agent {agent.id} cannot start: {escape(problem.reason)}[/]"
+                      f" [dim]fix: {escape(problem.fix or '')}[/]", highlight=False)  # fmt: skip
 
 
 def _store_when_free(args: argparse.Namespace, config: RelayConfig) -> Store:

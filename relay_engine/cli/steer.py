@@ -61,7 +61,7 @@ def _plan_command(args: argparse.Namespace) -> commands.InstallPlan:
         raise ValueError(f"{path}: cannot use this plan: {error}") from None
     except OSError as error:
         raise ValueError(f"{path}: cannot read: {error.strerror}") from None
-    return commands.InstallPlan(job=args.job, plan=plan, roles=sorted(config.roles))
+    return commands.InstallPlan(job=args.job, plan=plan)
 
 
 def _task_command(

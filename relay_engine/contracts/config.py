@@ -103,6 +103,9 @@ class EngineConfig(_Strict):
     default_budget_tokens: int | None = Field(default=None, ge=0)
     budget_warn_at: float = Field(default=0.8, gt=0, le=1)  # share of a budget that warns
     max_recoveries: int = Field(default=10, ge=1, le=10_000)
+    # What an agent's stdout.txt and stderr.txt keep once it exits: its start and its end,
+    # the middle cut with a line that says how much (an agent stuck printing fills disks).
+    max_artifact_bytes: int = Field(default=16 << 20, ge=64 << 10)
     # Upgrade an older schema when the engine starts. Unset: on for SQLite (one workspace,
     # one relay), off for PostgreSQL, where an engine of the older release may still run.
     auto_migrate: bool | None = None
@@ -179,6 +182,9 @@ class AgentPermissions(_Strict):
     ask: Literal["operator", "deny"] | None = None
 
 
+READ_ONLY_KINDS = frozenset({"plan", "assess"})
+
+
 class AgentConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
     provider: Literal["claude", "codex", "gemini", "command", "sim"]
@@ -226,6 +232,13 @@ class AgentConfig(_Strict):
             )
         return self
 
+    def for_kind(self, kind: str) -> AgentConfig:
+        """The agent as it runs work of ``kind``: a planner or an assessor reads the code
+        and changes nothing, so it runs read-only unless its ``access`` is set."""
+        if kind in READ_ONLY_KINDS and "access" not in self.model_fields_set:
+            return self.model_copy(update={"access": "read-only"})
+        return self
+
 
 class PriceConfig(_Strict):
     """USD per million tokens, for CLIs that report tokens but no cost."""
@@ -253,7 +266,7 @@ class RelayConfig(_Strict):
     git: GitConfig = GitConfig()
     inputs: InputsConfig = InputsConfig()
     permissions: PermissionsConfig = PermissionsConfig()
-    agents: tuple[AgentConfig, ...] = ()
+    agents: tuple[AgentConfig, ...] = Field(default=(), validate_default=True)
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)
     providers: dict[Literal["claude", "codex", "gemini", "command", "sim"], ProviderConfig] = Field(
@@ -278,11 +291,19 @@ class RelayConfig(_Strict):
     @field_validator("agents")
     @classmethod
     def _unique_ids(cls, agents: tuple[AgentConfig, ...]) -> tuple[AgentConfig, ...]:
+        """Ids name agents everywhere; and a workspace whose every task would wait for an
+        agent that never comes is refused now, not found out task by task."""
         seen: set[str] = set()
         for agent in agents:
             if agent.id in seen:
                 raise ValueError(f"duplicate agent id {agent.id!r}")
             seen.add(agent.id)
+        if not any(agent.enabled for agent in agents):
+            what = "every agent is disabled" if agents else "no [[agents]] are defined"
+            raise ValueError(
+                f"{what}, so no task could run: add an [[agents]] table (relay init writes "
+                "an example) or set enabled = true"
+            )
         return agents
 
     def warnings(self) -> list[str]:

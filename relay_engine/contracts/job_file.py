@@ -247,5 +247,13 @@ def load_job_file(
     )
     if spec.job.repo is not None:
         repo = (path.parent / Path(spec.job.repo).expanduser()).resolve()
+        if not repo.is_dir():
+            what = "is not a directory" if repo.exists() else "does not exist"
+            written = Path(spec.job.repo).expanduser()
+            relative = (
+                "" if written.is_absolute() else f" (repo = {spec.job.repo!r}, from the file)"
+            )
+            problem = f"{repo} {what}{relative}: no agent may run in a folder that is not there"
+            raise JobFileError(path, [Problem("job.repo", problem)])
         spec = JobSpec(spec.job.model_copy(update={"repo": str(repo)}), spec.tasks, spec.source)
     return spec

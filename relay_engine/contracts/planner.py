@@ -52,6 +52,17 @@ class AssessorResult(BaseModel):
 
 
 @dataclass(frozen=True)
+class FleetAgent:
+    """An agent that could take work, as the planner is told about it."""
+
+    id: str
+    provider: str
+    roles: tuple[str, ...]
+    model_class: str | None = None
+    availability: str = "ready"  # "ready", "limited until 14:05", "not logged in", …
+
+
+@dataclass(frozen=True)
 class PlanAccepted:
     result: PlannerResult
 
@@ -186,10 +197,12 @@ def validate_planner_output(
     raw: object,
     *,
     existing_task_ids: Collection[str],
-    known_roles: Collection[str],
+    known_roles: Collection[str] | None,
+    known_agents: Collection[str] | None = None,
     max_input_bytes: int = DEFAULT_MAX_TASK_INPUT_BYTES,
 ) -> PlanAccepted | PlanRejected:
-    """Accept a plan only if every task could be stored and scheduled as written.
+    """Accept a plan only if every task could be stored and scheduled as written: its roles
+    are ones some agent takes, and an agent it names is one the fleet has (None: unchecked).
 
     Reusing an existing task id is not judged here: :func:`materialise` compares definitions.
     """
@@ -210,6 +223,7 @@ def validate_planner_output(
         tasks,
         existing_ids=existing | failed_ids,
         known_roles=known_roles,
+        known_agents=known_agents,
         field_prefix="next_tasks",
         positions=positions,
         max_input_bytes=max_input_bytes,
@@ -394,9 +408,12 @@ def _planner_contract(roles: Collection[str]) -> str:
         "- `next_tasks[].dependencies`: ids from `next_tasks` or from the tasks listed above; "
         "no cycles.",
         f"- `next_tasks[].role`: one of {role_list}.",
+        "- Optional `next_tasks[].agent`: the id of an agent listed under Agents, to pin the "
+        "task to it; leave it out to let relay pick any agent of the role that is free.",
         "- `next_tasks[].story_size`: `S`, `M`, `L` or `XL` (about 15, 30, 60 or 120 minutes).",
         "- Optional per task: `priority` (`P0` most urgent .. `P3`), `workstream`, "
-        "`kind` (`work`, `review`, `assess`, `merge_prep`, `troubleshoot`), `max_attempts` "
+        "`model_class`, `kind` (`work`, `review`, `assess`, `merge_prep`, `troubleshoot`), "
+        "`max_attempts` "
         "(1-20), `timeout` (seconds). Do not add other task fields.",
         "- `unblocks`: ids of existing FAILED or CANCELLED tasks to run again as they are "
         "(for instance tasks this round superseded); `in_progress` with only `unblocks` and "
@@ -429,6 +446,21 @@ HANDED_OVER = (
 )
 
 
+def fleet_section(agents: Sequence[FleetAgent], workstreams: Sequence[str]) -> str:
+    """Who could do the work: a plan that asks for a role nobody takes, or for a model
+    class nobody offers, would wait for ever."""
+    lines = [
+        f"- `{a.id}` ({a.provider}{f', model class {a.model_class}' if a.model_class else ''}): "
+        f"{', '.join(a.roles) or 'no roles'}; {a.availability}"
+        for a in agents
+    ]
+    text = "## Agents\n\n" + ("\n".join(lines) if lines else "No agents are defined.")
+    if workstreams:
+        named = ", ".join(f"`{w}`" for w in workstreams)
+        text += f"\n\nWorkstreams in use (tasks in one run one at a time, in order): {named}."
+    return text
+
+
 def planner_prompt(
     *,
     objective: str,
@@ -440,6 +472,8 @@ def planner_prompt(
     rejection: str | None,
     roles: Collection[str],
     handed_over: bool = False,
+    agents: Sequence[FleetAgent] = (),
+    workstreams: Sequence[str] = (),
 ) -> str:
     """The whole planner prompt; a retry carries the rejection so the model can fix it.
 
@@ -450,7 +484,8 @@ def planner_prompt(
         "# Relay planner",
         "You plan the next tasks of an autonomous job. Coding agents carry out each task in "
         "its own branch; tasks run when their dependencies have succeeded. Plan only what "
-        "the results so far justify.",
+        "the results so far justify. Your working directory holds the job's code as it "
+        "stands now (its branch at its head): read what you plan for; do not change it.",
         f"## Objective\n\n{objective.strip()}",
         f"## Planning round {round}\n\nTrigger: {trigger}",
     ]
@@ -459,6 +494,7 @@ def planner_prompt(
     if guidance and guidance.strip():
         sections.append(f"## Operator guidance\n\n{guidance.strip()}")
     sections.append(f"## Tasks so far\n\n{task_section(tasks)}")
+    sections.append(fleet_section(agents, workstreams))
     if previous_assessment and previous_assessment.strip():
         sections.append(f"## Previous assessment\n\n{_cap(previous_assessment, 4000)}")
     if rejection:

@@ -26,7 +26,8 @@ class OutcomeKind(StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     LIMITED = "limited"
-    LOST = "lost"  # the task moved on without us (cancelled, lease lost): record nothing on it
+    LOST = "lost"  # the task moved on without us (lease lost, recovered): record nothing on it
+    CANCELLED = "cancelled"  # stopped because the operator cancelled or dropped its task
     RELEASED = "released"  # the engine stopped it on shutdown: back to QUEUED, attempt refunded
     UNAVAILABLE = "unavailable"  # the agent could not work at all: attempt refunded, agent marked
     SESSION_GONE = "session-gone"  # the resumed session no longer exists: refunded, run fresh
@@ -35,9 +36,14 @@ class OutcomeKind(StrEnum):
 class StopReason(StrEnum):
     TIMEOUT = "timeout"
     LOST = "lost"
+    CANCELLED = "cancelled"
     RELEASED = "released"
     LIMITED = "limited"
     UNAVAILABLE = "unavailable"
+
+
+# The task moved on without the execution: nothing it did is recorded on the task.
+GONE = frozenset({OutcomeKind.LOST, OutcomeKind.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,8 @@ def _result_parts(facts: ExitFacts) -> tuple[str | None, Any]:
 def judge_exit(facts: ExitFacts) -> Outcome:
     if facts.stop_reason is StopReason.LOST:
         return Outcome(OutcomeKind.LOST, error="the task was taken from this execution")
+    if facts.stop_reason is StopReason.CANCELLED:
+        return Outcome(OutcomeKind.CANCELLED, error="stopped: its task was cancelled")
     if facts.stop_reason is StopReason.RELEASED:
         return Outcome(OutcomeKind.RELEASED, error="released when the engine stopped")
     if facts.limit is not None:

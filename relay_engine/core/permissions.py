@@ -30,6 +30,11 @@ EDIT_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 READ_TOOLS = frozenset({"Read", "Grep", "Glob", "LS"})
 SHELL_TOOLS = frozenset({"Bash", "Shell", "run_shell_command", "shell", "exec_command"})
 QUESTION_TOOLS = frozenset({"AskUserQuestion"})
+PLAN_MODE_EXITS = frozenset({"ExitPlanMode"})
+STAY_READ_ONLY = (
+    "this run is read-only: it may not leave plan mode; give your answer as your final "
+    "message instead"
+)
 _SEPARATORS = {"&&", "||", ";", "|", "&", "\n"}
 
 Effect = Literal["allow", "deny", "ask"]
@@ -87,10 +92,17 @@ def decide(
     narrower: Policy | None = None,
     extra_allow: Sequence[Rule] = (),
     extra_deny: Sequence[Rule] = (),
+    read_only: bool = False,
 ) -> Verdict:
     """Allow, deny or ask. ``narrower`` is an agent's own policy: its denies add to the
     workspace's, and when it lists allows a request must be allowed by both. ``extra_*``
-    are the rules an operator added with "always" answers for this task, job or agent."""
+    are the rules an operator added with "always" answers for this task, job or agent.
+
+    A ``read_only`` run (a planner, an assessor, ``access = "read-only"``) asking to leave
+    plan mode is refused whatever the rules say: leaving it is how it would start changing
+    what it was only to read, and nobody needs to be asked that."""
+    if read_only and request.tool in PLAN_MODE_EXITS:
+        return Verdict("deny", None, STAY_READ_ONLY)
     deny = (*policy.deny, *(narrower.deny if narrower else ()), *extra_deny)
     hit = _first_match(request, deny, every_part=False)
     if hit is not None:

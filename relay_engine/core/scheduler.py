@@ -31,7 +31,6 @@ class TaskFacts:
     dependencies: tuple[str, ...]  # task_ids within the same job
     workstream: str | None = None
     resumed_at: float | None = None  # back in QUEUED after a provider limit: dispatch first
-    parked_provider: str | None = None
     parked_at: float | None = None
     execution_id: str | None = None  # QUEUED with an execution id = claimed, about to start
     wave_gate_blocked: bool = False
@@ -80,15 +79,17 @@ def readiness(
     return Readiness(tuple(sorted(to_queue)), _frozen_map(blocked))
 
 
-def _order_key(task: TaskFacts) -> tuple[int, str, float, int, float, str]:
-    if task.resumed_at is not None:
-        return (0, task.parked_provider or "", task.parked_at or 0.0, 0, 0.0, task.key)
-    return (1, "", 0.0, priority_rank(task.priority), task.created_at, task.key)
+def _order_key(task: TaskFacts) -> tuple[int, int, float, float, str]:
+    resumed = task.resumed_at is not None
+    parked_at = (task.parked_at or 0.0) if resumed else 0.0
+    return (0 if resumed else 1, priority_rank(task.priority), parked_at, task.created_at,
+            task.key)  # fmt: skip
 
 
 def dispatch_order(queued: Iterable[TaskFacts]) -> list[TaskFacts]:
     """Work that already waited out a provider limit goes first: it was dispatched once and
-    lost its turn through no fault of its own."""
+    lost its turn through no fault of its own. Among those, and among the rest, the most
+    urgent first, then the longest waiting: a P3 task parked with a P0 resumes after it."""
     return sorted(queued, key=_order_key)
 
 

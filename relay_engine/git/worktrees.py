@@ -18,6 +18,8 @@ from pathlib import Path
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
 RELAY_IDENTITY = ("-c", "user.name=relay", "-c", "user.email=relay@localhost")
+PLANNING_TREE = "_plan"  # .relay/worktrees/<job>/_plan: the job branch, for its planner
+UNMERGED_KINDS = frozenset({"review", "assess", "troubleshoot"})  # they judge, not change
 _repo_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
@@ -69,6 +71,15 @@ def shared_directory(repo_path: str | None) -> str | None:
     if (path / ".git").exists() or bare:
         return None
     return str(path.resolve())
+
+
+def work_scope(repo_path: str | None, job_id: str) -> str | None:
+    """The directory lock a task of the job holds while it runs: a plain directory's path;
+    for a job without a repository its own directory, named by the job (each engine keeps
+    that directory under its own workspace); None for git, where worktrees keep tasks apart."""
+    if not repo_path:
+        return f"job:{job_id}"
+    return shared_directory(repo_path)
 
 
 def git_lock(repo: Repo) -> threading.Lock:
@@ -269,6 +280,7 @@ def release_job_branch(repo: Repo, root: Path, job_id: str) -> None:
     """
     with git_lock(repo):
         _remove_worktree(repo, root / job_id / "_job")
+        _remove_worktree(repo, root / job_id / PLANNING_TREE)
 
 
 class Worktrees:
@@ -288,10 +300,10 @@ class Worktrees:
         *,
         keep_work: bool = False,
     ) -> Path:
-        """A fresh worktree when the job's repo is a git repository; else the repo or workspace."""
+        """A fresh worktree when the job's repo is a git repository; else the job's directory."""
         repo = open_repo(repo_path)
         if repo is None:
-            return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
+            return self.directory_of(repo_path, job_id)
         return prepare_task_worktree(
             repo, self.root, job_id, task_id, base_branch, kind, keep_work=keep_work
         )
@@ -300,12 +312,39 @@ class Worktrees:
         """Where an operator takes a task over (see :func:`take_over_tree`)."""
         repo = open_repo(repo_path)
         if repo is None:
-            return Path(repo_path) if repo_path and Path(repo_path).is_dir() else self.workspace
+            return self.directory_of(repo_path, job_id)
         with git_lock(repo):
             existing = self.root / job_id / task_id
             if (existing / ".git").exists():
                 return existing
         return take_over_tree(repo, self.root, job_id, task_id, base_branch)
+
+    def directory_of(self, repo_path: str | None, job_id: str) -> Path:
+        """Where a job that is not in git works: its plain directory, or for a job without a
+        repository a directory of its own. Never the workspace, where relay keeps its
+        database: an agent there could wreck it."""
+        if repo_path:
+            if not Path(repo_path).is_dir():
+                raise WorkspaceError(f"{repo_path}: the job's repository does not exist")
+            return Path(repo_path)
+        path = self.workspace / ".relay" / "jobs" / job_id / "work"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def planning_tree(self, repo_path: str | None, job_id: str, base_branch: str) -> Path:
+        """Where a job's planner reads the code it plans for: the job branch at its head,
+        checked out detached (nothing it does there is kept; the next round starts afresh,
+        and the tree goes with the job branch), or the job's directory."""
+        repo = open_repo(repo_path)
+        if repo is None:
+            return self.directory_of(repo_path, job_id)
+        path = self.root / job_id / PLANNING_TREE
+        with git_lock(repo):
+            ensure_job_branch(repo, job_id, base_branch)
+            _remove_worktree(repo, path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            run_git(repo, "worktree", "add", "--detach", str(path), job_branch(job_id))
+        return path
 
     def has_tree(self, job_id: str, task_key: str | None) -> bool:
         """Whether this task has a worktree to settle (cheap: one stat, no git)."""
@@ -325,8 +364,8 @@ class Worktrees:
     ) -> MergeResult | None:
         """Merge a succeeded task's work; keep a failed task's work on its branch; prune.
 
-        A reviewer's edits are never merged (a review judges the work, it does not change
-        it), and a rebase whose conflicts are still unresolved fails instead of merging.
+        A reviewer's, assessor's or troubleshooter's edits are never merged (they judge the
+        work, they do not change it), and a rebase whose conflicts are still unresolved fails instead of merging.
         """
         repo = open_repo(repo_path)
         tree = self.root / job_id / task_id
@@ -337,7 +376,7 @@ class Worktrees:
                 left = unresolved_conflicts(tree, job_branch(job_id))
                 if left:
                     raise WorkspaceError(f"conflicts left unresolved in: {', '.join(left)}")
-            if succeeded and kind != "review":
+            if succeeded and kind not in UNMERGED_KINDS:
                 return merge_task(repo, self.root, job_id, task_id, title)
             commit_task_changes(tree, f"{task_id}: {title} (not merged)")
             return None

@@ -82,8 +82,9 @@ class Asking:
         request = Request(tool.tool, tool.input, str(live.process.spec.cwd))
         extra_allow, extra_deny = self._added_rules(session, live)
         verdict = decide(
-            request, policy, narrower=narrower, extra_allow=extra_allow, extra_deny=extra_deny
-        )
+            request, policy, narrower=narrower, extra_allow=extra_allow, extra_deny=extra_deny,
+            read_only=live.access == "read-only",
+        )  # fmt: skip
         if tool.kind == "question":
             verdict = Verdict("ask", None, "a question for the operator")
         if verdict.effect == "allow":

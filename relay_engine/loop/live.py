@@ -42,6 +42,7 @@ class LiveExecution:
     extra: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None  # on the engine's clock, when its start was recorded
     adapter: Adapter | None = None  # how to talk to a conversing CLI
+    access: str = "workspace-write"  # what the run may change (see AgentConfig.access)
     asks: dict[int, ToolRequest] = field(default_factory=dict)  # open asks it waits on
     denials: list[Denial] = field(default_factory=list)  # refused by relay or the operator
     turns_expected: int = 1  # results before its conversation is over (one per user line)

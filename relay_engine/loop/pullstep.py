@@ -187,6 +187,8 @@ class PullRequests:
             if pr is None:
                 pr = new_pull(job, forge.name, git.remote, now)
                 session.add(pr)
+            elif not pr.published:  # made by relay merge --force: it opens where this engine opens
+                pr.forge, pr.remote = forge.name, git.remote
             session.flush()
             if not _claim(session, job_id, self.runtime.engine_id, now):
                 return None, not decision.waits

@@ -13,8 +13,10 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine.agents.runner import cap_file
 from relay_engine.contracts.pricing import execution_spend
 from relay_engine.core.outcomes import (
+    GONE,
     ExitFacts,
     Outcome,
     OutcomeKind,
@@ -24,6 +26,7 @@ from relay_engine.core.outcomes import (
     redact_outcome,
 )
 from relay_engine.core.selection import Selected, pick_agent
+from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop.asking import Asking
 from relay_engine.loop.health import excuse, low_space
@@ -46,6 +49,9 @@ from relay_engine.store.schema import Execution, Job, Task
 OUTPUT_SAVE_INTERVAL_S = 1.0
 STDERR_WATCH_INTERVAL_S = 2.0
 log = logging.getLogger(__name__)
+
+
+STOPPED_BY_OPERATOR = (TaskState.CANCELLED, TaskState.DROPPED)
 
 
 class Reaper:
@@ -100,16 +106,28 @@ class Reaper:
         live.parser.notice_stderr(live.process.stderr_tail())
 
     def _fence_check(self) -> None:
-        """Kill processes whose task was taken from us (cancelled, recovered elsewhere)."""
+        """Stop processes whose task was taken from us: cancelled (or dropped) by the
+        operator, or recovered by another engine after a lost lease."""
         with self.runtime.store.read() as session:
             mine = list(self.runtime.live)
             owned = set(
                 session.exec(select(Task.execution_id).where(col(Task.execution_id).in_(mine)))
             )
             owned |= self.plans.owned_executions(session, mine)
-        for execution_id, live in self.runtime.live.items():
-            if execution_id not in owned and live.stop_reason is None:
-                live.stop(StopReason.LOST, self.runtime.config.engine.cancel_grace_seconds)
+            gone = [lv for eid, lv in self.runtime.live.items()
+                    if eid not in owned and lv.stop_reason is None]  # fmt: skip
+            keys = [lv.task_key for lv in gone if lv.task_key]
+            stopped = set(
+                session.exec(
+                    select(Task.key).where(
+                        col(Task.key).in_(keys), col(Task.state).in_(STOPPED_BY_OPERATOR)
+                    )
+                )
+            ) if keys else set()  # fmt: skip
+        grace = self.runtime.config.engine.cancel_grace_seconds
+        for live in gone:
+            cancelled = live.task_key in stopped
+            live.stop(StopReason.CANCELLED if cancelled else StopReason.LOST, grace)
 
     def _judge(self, live: LiveExecution, wall: datetime) -> FinishedExecution:
         """What the exit means, from the agent's own output (its worktree is settled later)."""
@@ -117,6 +135,9 @@ class Reaper:
         exit_code = live.process.poll() or 0
         stderr_tail = live.process.stderr_tail()
         report = live.parser.finish(exit_code, stderr_tail, wall)
+        limit = self.runtime.config.engine.max_artifact_bytes
+        for path in (live.process.stdout_path, live.process.stderr_path):
+            cap_file(path, limit)
         result_file = live.result_file()
         outcome = judge_exit(
             ExitFacts(
@@ -170,7 +191,7 @@ class Reaper:
         for exit_ in todo:
             task = owned.get(exit_.live.task_key or "")
             settled = replace(exit_, tree_settled=True)
-            if task is not None and exit_.outcome.kind is not OutcomeKind.LOST:
+            if task is not None and exit_.outcome.kind not in GONE:
                 settled = self._settle_worktree(settled, task)
             runtime.exited[exit_.live.execution_id] = settled
 
@@ -227,7 +248,7 @@ class Reaper:
                     self.plans.complete(session, exit_, now)
                 else:
                     self.on_complete(session, live, exit_.outcome, now, task)
-                if not kept and exit_.outcome.kind is not OutcomeKind.LOST:
+                if not kept and exit_.outcome.kind not in GONE:
                     stale.append(exit_)
             warn_at = runtime.config.engine.budget_warn_at
             budgets.announce(session, {e.live.job_id for e in pending}, warn_at, now)
@@ -251,9 +272,12 @@ class Reaper:
         """The execution's row; its outcome only when it still owned its task, else lost."""
         live, report, outcome = exit_.live, exit_.report, exit_.outcome
         kind, error = outcome.kind.value, outcome.error
-        if not kept and outcome.kind is not OutcomeKind.LOST:
-            kind = OutcomeKind.LOST.value
-            error = f"finished ({outcome.kind.value}) after its task moved on: result discarded"
+        if not kept and outcome.kind not in GONE:
+            task = session.get(Task, live.task_key) if live.task_key else None
+            cancelled = task is not None and task.state in STOPPED_BY_OPERATOR
+            kind = (OutcomeKind.CANCELLED if cancelled else OutcomeKind.LOST).value
+            why = "its task was cancelled" if cancelled else "its task moved on"
+            error = f"finished ({outcome.kind.value}) after {why}: result discarded"
             _note_lost(session, live, outcome, error, now)
         agent = self.runtime.config.agent(live.agent_id)
         model = report.model or (agent.model if agent else None)
@@ -295,7 +319,7 @@ class Reaper:
         task: Task | None,
     ) -> None:
         """Apply the outcome to ``task`` (None when it was taken from this execution)."""
-        if outcome.kind is OutcomeKind.LOST or task is None:
+        if outcome.kind in GONE or task is None:
             return
         outcome = vet_answer(session, task, outcome)
         decision = self._limit_decision(session, task, outcome, now) if outcome.limit else None

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlmodel import Session, col, select
 
 from relay_engine.agents.launch import LaunchRequest
 from relay_engine.agents.runner import LaunchError, LaunchSpec
-from relay_engine.contracts.planner import PlanAccepted, validate_planner_output
-from relay_engine.core.outcomes import Outcome, OutcomeKind
+from relay_engine.contracts.planner import PlanAccepted
+from relay_engine.core.outcomes import GONE, Outcome, OutcomeKind
 from relay_engine.core.planning import next_step
 from relay_engine.core.recovery import ClaimFacts
 from relay_engine.core.selection import FleetView, Selected, Work, pick_agent
 from relay_engine.core.states import JobState, PlanState
+from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop.live import FinishedExecution, LiveExecution, record_spawn
 from relay_engine.loop.reclaim import kill_orphan, take_back_plan
 from relay_engine.loop.runtime import EngineRuntime
@@ -29,6 +31,7 @@ from relay_engine.ops.plans import (
     open_round,
     reject_attempt,
     store_children,
+    vet_plan,
 )
 from relay_engine.ops.pulls import to_review
 from relay_engine.store import spend
@@ -36,7 +39,7 @@ from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import latest_plan
 from relay_engine.store.read_model import read_fleet
-from relay_engine.store.schema import Job, Plan, Task
+from relay_engine.store.schema import Job, Plan
 
 PLANNER_TIMEOUT_S = 30 * 60
 
@@ -138,19 +141,20 @@ class PlannerRounds:
                 )
             ):
                 return False
-            prompt = build_planner_prompt(session, job, fresh, sorted(runtime.config.roles))
+            prompt = build_planner_prompt(session, job, fresh, now)
             request = LaunchRequest(
                 execution_id=execution_id,
                 task_key=f"{job.id}/plan-{fresh.round}",
                 job_id=job.id,
                 attempt=fresh.attempt,
                 prompt=prompt,
-                cwd=runtime.workspace,
+                cwd=runtime.workspace,  # set below, out of the transaction: git takes time
                 timeout_s=PLANNER_TIMEOUT_S,
-                agent=agent,
+                agent=agent.for_kind("plan"),
                 sim_script=job.sim,
                 plan_round=fresh.round,
             )
+            repo_path, base_branch = job.repo_path, job.base_branch
             record_event(
                 session,
                 EventKind.PLAN_STARTED,
@@ -160,8 +164,9 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            live, spec = self.spawn(request, task_key=None, plan_id=plan.id)
-        except (LaunchError, OSError, ValueError) as error:
+            cwd = runtime.worktrees.planning_tree(repo_path, request.job_id, base_branch)
+            live, spec = self.spawn(replace(request, cwd=cwd), task_key=None, plan_id=plan.id)
+        except (LaunchError, WorkspaceError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True
         with runtime.store.write() as session:
@@ -176,7 +181,7 @@ class PlannerRounds:
         """Apply a planner's exit: retry, reject with feedback, or accept and materialise."""
         live, outcome = exit_.live, exit_.outcome
         plan = _fenced_plan(session, live.plan_id, live.execution_id)
-        if plan is None or outcome.kind is OutcomeKind.LOST:
+        if plan is None or outcome.kind in GONE:
             return
         if outcome.kind in (OutcomeKind.LIMITED, OutcomeKind.RELEASED, OutcomeKind.UNAVAILABLE):
             if outcome.limit is not None:
@@ -193,12 +198,8 @@ class PlannerRounds:
             reject_attempt(session, plan, outcome.error or "planner failed", now)
             return
         raw = exit_.result_file if exit_.result_file is not None else exit_.report.result_text
-        verdict = validate_planner_output(
-            raw,
-            existing_task_ids=_task_ids(session, plan.job_id),
-            known_roles=self.runtime.config.roles,
-            max_input_bytes=self.runtime.config.inputs.max_task_input_bytes,
-        )
+        max_bytes = self.runtime.config.inputs.max_task_input_bytes
+        verdict = vet_plan(session, plan.job_id, raw, now, max_input_bytes=max_bytes)
         if not isinstance(verdict, PlanAccepted):
             reject_attempt(session, plan, verdict.reason, now)
             return
@@ -271,7 +272,3 @@ class PlannerRounds:
 def _fenced_plan(session: Session, plan_id: int | None, execution_id: str) -> Plan | None:
     query = select(Plan).where(Plan.id == plan_id, Plan.execution_id == execution_id)
     return session.exec(query.with_for_update()).first()
-
-
-def _task_ids(session: Session, job_id: str) -> list[str]:
-    return list(session.exec(select(Task.task_id).where(Task.job_id == job_id)))

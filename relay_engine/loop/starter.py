@@ -254,6 +254,7 @@ class Starter:
             parser=adapter.parser(),
             extra={"resumed": request.resume_session_id is not None},
             adapter=adapter,
+            access=request.agent.access,
         )
         self.runtime.live[request.execution_id] = live
         return live, spec
@@ -286,7 +287,7 @@ class Starter:
                 keep_work=task.keep_work,
             )
             if job
-            else self.runtime.workspace
+            else self.runtime.worktrees.directory_of(None, task.job_id)
         )
         return LaunchRequest(
             execution_id=claim.execution_id,
@@ -296,7 +297,7 @@ class Starter:
             prompt=assembled.prompt,
             cwd=cwd,
             timeout_s=timeout_for(task),
-            agent=agent,
+            agent=agent.for_kind(task.kind),
             sim_script=task.sim,
             resume_session_id=assembled.resume,
             allow_rules=assembled.allow_rules,

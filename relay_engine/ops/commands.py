@@ -117,14 +117,11 @@ class InstallPlan(OperatorCommand):
     kind: ClassVar[str] = "install_plan"
     job: str
     plan: Any
-    roles: list[str] = []
     guidance: str | None = None
 
     def apply(self, session: Session, now: float) -> str:
         job = jobs.find_job(session, self.job)
-        return plans.install_plan(
-            session, job, self.plan, now, roles=self.roles, guidance=self.guidance
-        )
+        return plans.install_plan(session, job, self.plan, now, guidance=self.guidance)
 
 
 class Pin(OperatorCommand):

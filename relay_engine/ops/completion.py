@@ -26,6 +26,10 @@ from relay_engine.store.plan_rows import allowed_wave
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
 from relay_engine.store.task_rows import job_tasks, mark_blocked, move_task, tasks_by_key
 
+# Which agent takes a swapped task is dispatch's choice, made when a slot is free, so the
+# event that moves it names none (the next task.started does).
+ANOTHER_AGENT = "the next agent free for it takes it"
+
 
 @dataclass(frozen=True)
 class LimitDecision:
@@ -193,13 +197,13 @@ def _limited(session: Session, task: Task, decision: LimitDecision, now: float) 
         task,
         now,
         swap_to=decision.swap_to,
-        swap_message=f"{task.key} moved from {decision.provider} to agent {decision.swap_to}: "
-        f"{decision.reason}",
+        swap_message=f"{task.key} moved off {task.agent or decision.provider}, "
+        f"{decision.provider} limited: {decision.reason}; {ANOTHER_AGENT}",
         park_message=f"{task.key} parked until {decision.provider} resets at "
         f"{format_time(decision.park_until)}: {decision.reason}",
         park_until=decision.park_until,
         waiting_on=decision.provider,
-        data={"provider": decision.provider, "agent": decision.swap_to}
+        data={"provider": decision.provider, "from": task.agent}
         if decision.swap_to
         else {"provider": decision.provider, "until": decision.park_until},
         provider=decision.provider,
@@ -213,12 +217,11 @@ def move_to_other_agent(session: Session, task: Task, wait: AgentWait, now: floa
         task,
         now,
         swap_to=wait.swap_to,
-        swap_message=f"{task.key} moved from agent {wait.agent_id} to agent {wait.swap_to}: "
-        f"{wait.reason}",
+        swap_message=f"{task.key} moved off agent {wait.agent_id}: {wait.reason}; {ANOTHER_AGENT}",
         park_message=f"{task.key} parked: {wait.waiting}",
         park_until=wait.park_until,
         waiting_on=wait.agent_id,
-        data={"agent": wait.agent_id, "swap_to": wait.swap_to, "until": wait.park_until},
+        data={"agent": wait.agent_id, "until": wait.park_until},
         error=wait.waiting,
     )
 

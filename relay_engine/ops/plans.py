@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.planner import (
+    FleetAgent,
     PlanAccepted,
     PlannerResult,
+    PlanRejected,
     TaskSummary,
     materialise,
     planner_prompt,
@@ -35,6 +37,7 @@ from relay_engine.ops.tasks import cancel_task, drop_task, retry_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import allowed_wave, latest_plan, round_count
+from relay_engine.store.read_model import agent_rows, known_agents
 from relay_engine.store.schema import Execution, Job, Plan, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
@@ -284,14 +287,10 @@ def install_plan(
     answer: object,
     now: float,
     *,
-    roles: Sequence[str] = (),
     guidance: str | None = None,
 ) -> str:
     """A plan written by hand: validated like a planner's, stored, materialised next tick."""
-    existing = session.exec(select(Task.task_id).where(Task.job_id == job.id)).all()
-    verdict = validate_planner_output(
-        answer, existing_task_ids=existing, known_roles=list(roles) or None
-    )
+    verdict = vet_plan(session, job.id, answer, now)
     if not isinstance(verdict, PlanAccepted):
         raise Refused(verdict.reason)
     previous = latest_plan(session, job.id)
@@ -319,8 +318,41 @@ def task_summaries(session: Session, job_id: str) -> list[TaskSummary]:
     ]
 
 
-def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence[str]) -> str:
+def fleet_roster(session: Session, now: float) -> list[FleetAgent]:
+    """The enabled agents every engine defines (as each mirrored its roster), and whether
+    each could work now: what a planner may give work to."""
+    model_classes = {r.id: r.model_class for r in known_agents(session)}
+    return [
+        FleetAgent(row.id, row.provider, row.roles, model_classes.get(row.id), row.summary)
+        for row in agent_rows(session, now)
+        if row.enabled
+    ]
+
+
+def vet_plan(
+    session: Session, job_id: str, answer: object, now: float, *, max_input_bytes: int | None = None
+) -> PlanAccepted | PlanRejected:
+    """A planner's (or the operator's) plan, checked against the job's tasks and the fleet:
+    a role no agent takes, or an agent no engine defines, would leave its task waiting for
+    ever. Before any engine has mirrored its roster there is nothing to check against."""
+    existing = session.exec(select(Task.task_id).where(Task.job_id == job_id)).all()
+    roster = fleet_roster(session, now)
+    limit = {"max_input_bytes": max_input_bytes} if max_input_bytes else {}
+    return validate_planner_output(
+        answer,
+        existing_task_ids=existing,
+        known_roles={role for agent in roster for role in agent.roles} if roster else None,
+        known_agents={agent.id for agent in roster} if roster else None,
+        **limit,
+    )
+
+
+def build_planner_prompt(session: Session, job: Job, plan: Plan, now: float) -> str:
     tasks = task_summaries(session, job.id)
+    roster = fleet_roster(session, now)
+    workstreams = session.exec(
+        select(Task.workstream).where(Task.job_id == job.id, col(Task.workstream).is_not(None))
+    ).all()
     judged = session.exec(
         select(Plan.id).where(Plan.job_id == job.id, col(Plan.objective_status).is_not(None))
     ).first()
@@ -333,8 +365,10 @@ def build_planner_prompt(session: Session, job: Job, plan: Plan, roles: Sequence
         tasks=tasks,
         previous_assessment=plan.assessment,
         rejection=plan.rejection,
-        roles=roles,
+        roles=sorted({role for agent in roster for role in agent.roles}),
         handed_over=judged is None and bool(tasks),
+        agents=roster,
+        workstreams=sorted({w for w in workstreams if w}),
     )
 
 

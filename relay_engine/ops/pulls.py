@@ -440,7 +440,12 @@ def _open_pull(session: Session, job: Job) -> PullRequest:
 
 
 def request_merge(session: Session, job: Job, now: float, *, force: bool = False) -> str:
-    """``relay merge JOB [--force]``: merge an approved job (any open one with force)."""
+    """``relay merge JOB [--force]``: merge an approved job (any open one with force, and a
+    BLOCKED one as its branch stands)."""
+    if job.state == JobState.BLOCKED:
+        if not force:
+            raise Refused(f"job {job.id} is BLOCKED; merge --force merges what its branch holds")
+        return _merge_as_it_stands(session, job, now)
     pr = _open_pull(session, job)
     if job.state == JobState.ACTIVE:
         raise Refused(f"job {job.id} is still working (ACTIVE); merge it once READY")
@@ -456,6 +461,20 @@ def request_merge(session: Session, job: Job, now: float, *, force: bool = False
         session, EventKind.PR_MERGE_REQUESTED, f"job {job.id}: merge {what}", now=now, job_id=job.id
     )
     return f"job {job.id}: merging {what}" + (" (forced)" if force else "")
+
+
+def _merge_as_it_stands(session: Session, job: Job, now: float) -> str:
+    """What the job's branch holds goes in without the rest: its unfinished work cancelled,
+    a pull request opened and merged unreviewed (the operator said --force)."""
+    if not (job.job_branch and job.repo_path):
+        raise Refused(no_pull_reason(job.id, job.state, job.repo_path if job.job_branch else None))
+    cancel_unfinished(session, job.id, "not needed: relay merge --force took the job as it is", now)
+    pr = session.get(PullRequest, job.id) or new_pull(job, "local", None, now)
+    pr.merge_requested, pr.force_merge, pr.retry_at = True, True, None
+    session.add(pr)
+    why = f"relay merge --force: {pr.head_branch} goes into {pr.base_branch} as it stands"
+    move_job(session, job, JobState.REVIEWING, now=now, why=why, blocked_by=None)
+    return f"job {job.id}: merging {pr.head_branch} into {pr.base_branch} as it stands (forced)"
 
 
 def request_close(session: Session, job: Job, now: float) -> str:

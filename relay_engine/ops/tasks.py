@@ -60,11 +60,11 @@ def cancel_task(
         finished_at=now,
         data={"dropped": [d.key for d in dropped]} if dropped else None,
     )
-    for dependent in dropped:
+    for dependent in dropped:  # every task that needs one of these is among them
         move_task(
-            session, dependent, TaskState.CANCELLED, now=now, kind=EventKind.TASK_CANCELLED,
+            session, dependent, TaskState.DROPPED, now=now, kind=EventKind.TASK_DROPPED,
             message=f"{dependent.key} dropped with {task.task_id}", level="warning",
-            error=f"dropped with {task.task_id}: {reason}", finished_at=now,
+            error=f"dropped with {task.task_id}: {reason}", finished_at=now, blocked_by=None,
         )  # fmt: skip
     return f"cancelled {task.key}{with_it}"
 
@@ -133,8 +133,22 @@ def retry_task(session: Session, task: Task, now: float, *, why: str = "by opera
     for dependent in session.exec(blocked):
         why_not = f"{dependent.key} unblocked: {task.task_id} was retried"
         mark_blocked(session, dependent, None, why_not, now)
+    _bring_back_dropped_with(session, task, now)
     reactivate_job(session, task, now)
     return f"retried {task.key}"
+
+
+def _bring_back_dropped_with(session: Session, task: Task, now: float) -> None:
+    """The tasks a cancel dropped along with ``task`` wait for it again: retrying it means
+    the work that needed it is wanted after all."""
+    mark = f"dropped with {task.task_id}: "
+    for dependent in dependents_of(session, task):
+        if dependent.state == TaskState.DROPPED and (dependent.error or "").startswith(mark):
+            move_task(
+                session, dependent, TaskState.DRAFT, now=now, kind=EventKind.TASK_RETRIED,
+                message=f"{dependent.key} back: {task.task_id} was retried", error=None,
+                finished_at=None,
+            )  # fmt: skip
 
 
 def reactivate_job(session: Session, task: Task, now: float) -> None:

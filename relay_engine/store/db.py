@@ -339,6 +339,19 @@ def _sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
+def missing_database(url: str) -> str | None:
+    """Why ``--db URL`` is refused, when it names a SQLite file that is not there: opening
+    it would make an empty new database, and a typo would look like a workspace where
+    nothing was ever submitted. The same sentence from ``relay`` and ``relay-tui``."""
+    path = _sqlite_path(url)
+    if path is None or path.startswith("file:") or Path(path).exists():
+        return None
+    return (
+        f"--db {url}: no database file at {path} (a typo would otherwise open an empty "
+        "new database; pass --create to make one)"
+    )
+
+
 def location(url: str) -> str:
     """Where a database is, for messages: the file, or the server's host, port and database
     (never the password)."""

@@ -9,7 +9,7 @@ from sqlmodel import select
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
-from relay_engine.contracts.config import RelayConfig
+from relay_engine.contracts.config import default_config
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
@@ -181,7 +181,7 @@ async def test_number_keys_and_tab_show_panes_where_the_layout_hides_them(
 @run_async
 async def test_keymap_from_config_remaps_by_binding_id(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
-    config = RelayConfig(keymap={"cancel": "delete"})
+    config = default_config().model_copy(update={"keymap": {"cancel": "delete"}})
     app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await select_task(pilot, "search/docs")

@@ -427,11 +427,20 @@ class BaseParser:
             report.error = report.failure.reason
 
     def _merge_limit(self, signal: LimitSignal | None) -> None:
+        """The best of what the CLI said about a limit: a reset time wherever one came, and
+        the CLI's own sentence ("You've hit your limit · resets 3:52pm") over the JSON event
+        that carried the reset, because the sentence is what the operator is shown."""
         current = self._report.limit
         if signal is None:
             return
-        if current is None or (current.reset_at is None and signal.reset_at is not None):
+        if current is None:
             self._report.limit = signal
+            return
+        base = signal if current.reset_at is None and signal.reset_at is not None else current
+        other = current if base is signal else signal
+        if _is_event_dump(base.source_text) and not _is_event_dump(other.source_text):
+            base = replace(base, source_text=other.source_text)
+        self._report.limit = base
 
     def _settle_limit(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
         """A clean exit with a normal result is never a limit; a failure is scanned for one."""
@@ -446,6 +455,14 @@ class BaseParser:
         if report.limit is None or report.limit.reset_at is None:
             parts = (self._raw.text, report.result_text or "", report.error or "", stderr_tail)
             self._merge_limit(detect_limit("\n".join(parts), self.provider, now))
+        said = (report.result_text or "").strip()
+        if report.limit is not None and _is_event_dump(report.limit.source_text) and said:
+            report.limit = replace(report.limit, source_text=said[:300])
+
+
+def _is_event_dump(text: str) -> bool:
+    """A limit's text that is the JSON event itself, not a sentence the CLI wrote."""
+    return text.lstrip().startswith("{")
 
 
 class JsonLinesParser(BaseParser):
