@@ -18,6 +18,7 @@ from typing import Any
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.base import Adapter, InvocationContext
 from relay_engine.agents.runner import LaunchSpec, write_artifact_json, write_artifact_text
+from relay_engine.contracts.accounts import account_dir, account_env, cli_of
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import AgentFailure, missing
 from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
@@ -55,16 +56,22 @@ def adapter_for(agent: AgentConfig) -> Adapter:
 
 
 def build_launch(
-    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str], redactor: Redactor
+    workspace: Path,
+    request: LaunchRequest,
+    base_env: Mapping[str, str],
+    redactor: Redactor,
+    adapter: Adapter | None = None,
 ) -> LaunchSpec:
     """Write prompt.md and prompt-packet.json, and return what the runner should start.
 
     ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
+    ``adapter`` is the one whose parser will read this run (an ACP adapter keeps the
+    conversation its build began).
     """
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
     result_file = directory / "result.json"
-    adapter = adapter_for(request.agent)
+    adapter = adapter or adapter_for(request.agent)
     command = request.agent.command if request.agent.provider != "command" else None
     context = InvocationContext(
         prompt=request.prompt,
@@ -82,7 +89,8 @@ def build_launch(
         deny_rules=request.deny_rules,
     )
     invocation = adapter.build(context)
-    env = {**base_env, **request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    env = {**base_env, **request.agent.env, **account_vars(workspace, request.agent)}
+    env |= {**invocation.env, **_relay_env(request, result_file)}
     write_artifact_json(
         directory, "prompt-packet.json", _packet(request, invocation.argv, env, redactor)
     )
@@ -96,6 +104,19 @@ def build_launch(
         stdin_text=invocation.stdin_text,
         conversation=invocation.conversation,
     )
+
+
+def account_vars(workspace: Path, agent: AgentConfig) -> dict[str, str]:
+    """A named account's CLI config directory (made if missing), unless the agent's env
+    already points the CLI somewhere: ``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, …"""
+    if not agent.account:
+        return {}
+    cli = cli_of(agent.provider, agent.command)
+    folder = account_dir(workspace / ".relay", cli, agent.account)
+    wanted = account_env(cli, folder, agent.env)
+    for path in wanted.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return wanted
 
 
 def executable_of(agent: AgentConfig) -> str:
