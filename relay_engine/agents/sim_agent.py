@@ -6,6 +6,8 @@ duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchil
 grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
+emit [JSON objects] (printed as stream lines right after the start, e.g. a claude
+rate_limit_event),
 asks [{tool, input, writes}] (claude format with --permission-prompt-tool stdio: ask for each
 tool use on stdout, wait for the answer on stdin, and write ``writes`` when it is allowed;
 ``tool: AskUserQuestion`` asks a question and writes the answers to ``answers.json``),
@@ -441,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     if script.get("spawn_daemon"):
         spawn_daemon(script)
     sim.start()
+    for event in script.get("emit") or []:
+        sim.jsonl(event)
     limited = rate_limit_message(script, sim.attempt, fmt)
     if limited is not None:
         sim.rate_limited(limited[0])
