@@ -70,8 +70,8 @@ def readings_in_event(event: dict) -> list[QuotaReading]:
 def _claude_reading(info: dict) -> QuotaReading | None:
     window = info.get("rateLimitType") or info.get("rate_limit_type")
     status = str(info.get("status") or "").lower()
-    if not status:
-        return None
+    if not status or not window:
+        return None  # "allowed" with no window names nothing to keep
     utilization = _fraction(info.get("utilization"))
     if utilization is None and status == "rejected":
         utilization = 1.0
