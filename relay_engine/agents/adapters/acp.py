@@ -89,7 +89,8 @@ class AcpAdapter:
         cli = cli_of("acp", ctx.command)
         self._plan = AcpPlan(str(ctx.cwd), ctx.prompt, ctx.resume_session_id, ctx.access, cli)
         first = request_line(1, "initialize", initialize_params())
-        return Invocation(argv, first.decode("utf-8"), relay_env(ctx), conversation=True)
+        env = {**relay_env(ctx), "PWD": str(ctx.cwd)}  # opencode reads its folder from $PWD
+        return Invocation(argv, first.decode("utf-8"), env, conversation=True)
 
     def parser(self) -> AcpParser:
         plan = self._plan or AcpPlan(".", "", None, "workspace-write", "acp")

@@ -19,6 +19,7 @@ import re
 from datetime import datetime
 
 from relay_engine.agents.adapters.base import (
+    Denial,
     Invocation,
     InvocationContext,
     JsonLinesParser,
@@ -59,10 +60,15 @@ class OpenCodeAdapter:
         via_stdin = prompt_needs_stdin(ctx.prompt)
         if not via_stdin:
             argv.append(ctx.prompt)
-        return Invocation(argv, ctx.prompt if via_stdin else None, relay_env(ctx))
+        # opencode takes its project folder from $PWD, not from the process's working
+        # directory: with the engine's PWD it would run commands (and judge every write in
+        # the task's worktree "external") in the folder relay was started from.
+        env = {**relay_env(ctx), "PWD": str(ctx.cwd)}
+        return Invocation(argv, ctx.prompt if via_stdin else None, env)
 
     def parser(self) -> OpenCodeParser:
         return OpenCodeParser()
+
 
 
 class OpenCodeParser(JsonLinesParser):
@@ -73,6 +79,8 @@ class OpenCodeParser(JsonLinesParser):
         self._texts: dict[str, list[str]] = {}  # message id -> its text parts, in order
         self._last_message: str | None = None
         self._cost: float | None = None
+        self._stopped = False  # a step finished with reason "stop": the agent was done
+        self._rejected: str | None = None  # a tool call run auto-rejected
 
     def _event(self, event: dict, now: datetime) -> None:
         kind = event.get("type")
@@ -94,7 +102,14 @@ class OpenCodeParser(JsonLinesParser):
     def _tool(self, part: dict) -> None:
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         block = {"name": part.get("tool") or "tool", "input": state.get("input")}
-        self._report.last_progress = tool_progress(block)
+        shown = self._report.last_progress = tool_progress(block)
+        error = state.get("error")
+        if state.get("status") == "error" and isinstance(error, str) and "rejected" in error:
+            self._rejected = shown or str(block["name"])
+            refused = Denial(str(block["name"]), self._rejected, "cli",
+                             "opencode auto-rejected it: its config asks, and run cannot ask",
+                             part.get("callID"))  # fmt: skip
+            self._report.denials = [*self._report.denials, refused]
 
     def _step(self, part: dict) -> None:
         report = self._report
@@ -109,6 +124,7 @@ class OpenCodeParser(JsonLinesParser):
         if isinstance(cost, int | float) and not isinstance(cost, bool):
             self._cost = (self._cost or 0.0) + float(cost)
         if part.get("reason") == "stop":
+            self._stopped = True
             report.turns_ended += 1
 
     def _error(self, error: object, now: datetime) -> None:
@@ -147,6 +163,12 @@ class OpenCodeParser(JsonLinesParser):
         report.result_data = extract_json(report.result_text)
         if self._cost:  # 0 means the config had no price: relay estimates instead
             report.cost_usd = self._cost
+        if exit_code == 0 and self._rejected and not self._stopped:
+            report.is_error = True  # run ends at a rejected permission, with exit 0
+            report.error = (
+                f"opencode stopped at a permission its config marks ask ({self._rejected}): "
+                'allow it in opencode.json, or use provider "acp" with ["opencode", "acp"]'
+            )
 
 
 def _retry_after(headers: object, now: datetime) -> float | None:
