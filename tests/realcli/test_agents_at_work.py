@@ -249,3 +249,43 @@ def test_real_codex_on_a_usage_limit_parks_until_the_reset_it_printed(
         windows = {q.window: q for q in read_quota(session, None, time.time())}
     assert (windows["five_hour"].utilization, windows["five_hour"].status) == (1.0, "rejected")
     assert (windows["seven_day"].utilization, windows["seven_day"].holding) == (0.4, False)
+
+
+def test_real_claude_429_after_its_retries_swaps_the_task_to_codex(
+    cli_bin: Path, model_stub: ModelStub, tmp_path: Path
+) -> None:
+    """An API key's plain 429 (retried once with CLAUDE_CODE_MAX_RETRIES=1): claude prints no
+    reset, so claude is limited for the first back-off (5 min) and codex takes the task."""
+    repo = init_repo(tmp_path / "repo")
+    model_stub.script([rate_limited(retry_after=1, times=2), say("Done by codex.")])
+    claude = claude_agent(cli_bin, tmp_path / "claude", model_stub, "claude-main", "")
+    del claude["account"], claude["env"]["CLAUDE_CODE_OAUTH_TOKEN"]
+    claude["env"]["ANTHROPIC_API_KEY"] = KEY
+    ws = workspace(tmp_path, [claude, codex_agent(cli_bin, tmp_path / "codex", model_stub)])
+    before = time.time()
+    store = run_job(ws, repo)
+    assert (tasks(store)["j/t"].agent, tasks(store)["j/t"].attempt) == ("codex-main", 1)
+    runs = sorted(executions(store), key=lambda e: e.started_at or 0)
+    assert [(e.agent, e.outcome) for e in runs] == [("claude-main", "limited"),
+                                                    ("codex-main", "succeeded")]  # fmt: skip
+    assert "API Error: Request rejected (429)" in (runs[0].error or "")
+    limits = {p["provider"]: p for p in ws.status()["providers"]}
+    assert before + 300 - 5 <= limits["claude"]["reset_at"] <= time.time() + 300
+
+
+def test_real_codex_429_after_its_retries_parks_for_the_back_off(
+    cli_bin: Path, model_stub: ModelStub, tmp_path: Path
+) -> None:
+    """codex's first "Reconnecting... 1/1 (… 429 Too Many Requests)" line is a limit: relay
+    stops it there rather than sit through its retries, and parks for the first back-off."""
+    repo = init_repo(tmp_path / "repo")
+    model_stub.script([rate_limited(retry_after=1)])
+    ws = workspace(tmp_path, [codex_agent(cli_bin, tmp_path / "home", model_stub)])
+    before = time.time()
+    store = run_job(ws, repo, until="PARKED")
+    task = tasks(store)["j/t"]
+    assert (task.waiting_on_provider, task.attempt) == ("codex", 0)
+    assert task.not_before is not None and before + 295 <= task.not_before <= time.time() + 300
+    (run,) = executions(store)
+    assert "429 Too Many Requests" in (run.error or "")
+    assert len(model_stub.main_requests()) <= 2  # stopped at its first 429, retry or not
