@@ -59,7 +59,9 @@ def git_repo(path: Path) -> Path:
     return path
 
 
-def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None:
+def test_real_clis_offline_and_logged_out(
+    cli_bin: Path, tmp_path: Path, realcli_latest: bool
+) -> None:
     versions = {
         cli: subprocess.run(
             [str(cli_bin / cli), "--version"],
@@ -72,7 +74,7 @@ def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None
     }
     pinned = json.loads((HERE / "package.json").read_text())["dependencies"]
     for cli, package in PACKAGES.items():
-        assert pinned[package] in versions[cli], (cli, versions[cli])
+        assert realcli_latest or pinned[package] in versions[cli], (cli, versions[cli])
 
     home = tmp_path / "home"
     home.mkdir()
