@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +189,57 @@ def test_a_limit_on_one_account_moves_work_to_the_providers_next_account_first(
     # the limited account's own work still goes elsewhere; the other account kept working
     assert final["l/after"].state == "SUCCEEDED"
     assert final["l/after"].agent in ("claude-home", "codex-main")
+
+
+REPLAY = [sys.executable, str(Path(__file__).resolve().parents[1] / "replay_cli.py")]
+CLAUDE_SUCCESS = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "streams" / "claude_success.jsonl"
+)
+
+
+def test_a_login_belongs_to_its_account_so_its_other_agents_are_not_tried(
+    workspace: Workspace,
+) -> None:
+    """Two agents of claude/work share one config directory: when one is not logged in the
+    other is not either, and the task goes to an agent with a login of its own."""
+    logged_out = {"REPLAY_CLI": "claude", "REPLAY_SCENARIO": "claude-not-logged-in"}
+    could_work = {"REPLAY_CLI": "claude", "REPLAY_SUCCESS": str(CLAUDE_SUCCESS)}
+    worker = {"id": "worker", "provider": "command",
+              "command": [sys.executable, "-c", "print('done')"]}  # fmt: skip
+    workspace.configure(agents=[
+        {"id": "work-a", "provider": "claude", "account": "work", "command": REPLAY, "env": logged_out},
+        {"id": "work-b", "provider": "claude", "account": "work", "command": REPLAY, "env": could_work},
+        worker,
+    ])  # fmt: skip
+    workspace.submit(job_toml("s", [{"id": "t", "max_attempts": 1}]))
+    store = workspace.store()
+    assert run_until_idle(workspace.engine(), timeout=120)
+    task = tasks(store)["s/t"]
+    assert (task.state, task.agent, task.attempt) == ("SUCCEEDED", "worker", 1)
+    assert {e.agent for e in executions(store)} == {"work-a", "worker"}  # work-b never tried
+    rows = agents_json(workspace)
+    assert rows["work-b"]["status"] == "auth" and rows["work-b"]["login"] == "not logged in"
+    assert (
+        rows["work-a"]["reason"] == rows["work-b"]["reason"] == "Not logged in · Please run /login"
+    )
+
+
+def test_an_accounts_daily_budget_holds_that_account_only(workspace: Workspace) -> None:
+    workspace.configure(
+        agents=[agent("claude-work", "claude", "work"), agent("claude-home", "claude", "home")]
+    )
+    config = (workspace.path / "relay.toml").read_text()
+    (workspace.path / "relay.toml").write_text(
+        config + "\n[providers.claude.accounts.work]\ndaily_budget_usd = 0.01\n"
+    )
+    workspace.submit(
+        job_toml("b", [{"id": "first", "sim": sim(0.1, cost_usd=0.02)},
+                       {"id": "second", "dependencies": ["first"], "sim": sim(0.1)}])
+    )  # fmt: skip
+    store = workspace.store()
+    assert run_until_idle(workspace.engine(), timeout=120)
+    assert ran_on(store) == {"b/first": "claude-work", "b/second": "claude-home"}
+    assert {e.account for e in executions(store)} == {"work", "home"}
+    work = agents_json(workspace)["claude-work"]
+    assert work["status"] == "budget"
+    assert "daily budget of account claude/work exhausted: $0.02 of $0.01" in work["reason"]

@@ -19,7 +19,8 @@ from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.acp import AcpAdapter, AcpParser, mode_change, tool_of
 from relay_engine.agents.adapters.base import LINE_CAP, AgentReport, InvocationContext, ToolAnswer
 from relay_engine.agents.codex_rollout import rollout_readings
-from relay_engine.agents.doctor import argv_problems
+from relay_engine.agents.doctor import Facts, argv_problems, judge
+from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import FailureClass, auth, classify_text
 from relay_engine.core.quota import QuotaWindow, readings_in_event, watermark
 
@@ -431,3 +432,36 @@ def test_an_account_that_refuses_the_work_holds_like_a_login(text: str) -> None:
     failure = classify_text("gemini", text)
     assert failure is not None and failure.kind is FailureClass.AUTH
     assert "relay agents reset" in failure.fix and failure.fix != auth("gemini", "x").fix
+
+
+# -- relay doctor ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "fixture"),
+    [
+        ({"id": "q", "provider": "qwen", "tools": ("read_file",)}, "qwen-help"),
+        ({"id": "o", "provider": "opencode", "model": "stub/m"}, "opencode-run-help"),
+        ({"id": "c", "provider": "copilot", "access": "full"}, "copilot-help"),
+        ({"id": "a", "provider": "acp", "command": ("gemini", "--acp")}, "gemini-help"),
+        ({"id": "b", "provider": "acp", "command": ("qwen", "--acp")}, "qwen-help"),
+        ({"id": "p", "provider": "acp", "command": ("copilot", "--acp")}, "copilot-help"),
+    ],
+)
+def test_doctor_finds_every_flag_relay_passes_in_the_pinned_help(
+    agent: dict[str, Any], fixture: str
+) -> None:
+    config = AgentConfig(**agent)
+    folder = REALCLI / fixture
+    help_text = (folder / "stdout.txt").read_text() + (folder / "stderr.txt").read_text()
+    row = judge(config, Facts(config.provider, True, "v", help_text, True), is_root=True)
+    assert row.problems == ()
+
+
+def test_doctor_says_how_to_log_in_to_a_named_account() -> None:
+    agent = AgentConfig(id="c", provider="codex", account="work")
+    home = (("CODEX_HOME", "/ws/.relay/accounts/codex/work"),)
+    row = judge(agent, Facts("codex", True, "v", None, False, "", frozenset(), home), False)
+    assert row.problems == ("not logged in",) and row.account == "work"
+    assert row.fix.startswith("for account work, with CODEX_HOME=/ws/.relay/accounts/codex/work:")
+    assert "codex login" in row.fix
