@@ -111,7 +111,7 @@ _SESSION_GONE_TEXT = re.compile(
     r"|no rollout found for thread id"  # codex exec resume
     r"|error resuming session|invalid session identifier"  # gemini --resume (exit 42)
     r"|no saved session found with id"  # qwen --resume
-    r"|\bsession not found\b"  # opencode --session
+    r"|session not found"  # opencode --session (after colour codes: no word boundary)
     r"|no session, task, or name matched",  # copilot --resume
     re.IGNORECASE,
 )

@@ -616,11 +616,12 @@ class LimitView:
 
 def read_limits(session: Session) -> list[LimitView]:
     rows = session.exec(select(ProviderLimit).order_by(col(ProviderLimit.provider)))
-    return [
-        LimitView(*split_key(r.provider)[:1], r.status, r.reset_at, r.source_text,
-                  split_key(r.provider)[1], r.provider)
-        for r in rows
-    ]  # fmt: skip
+    return [_limit_view(row) for row in rows]
+
+
+def _limit_view(row: ProviderLimit) -> LimitView:
+    provider, account = split_key(row.provider)  # the row's key is the account's
+    return LimitView(provider, row.status, row.reset_at, row.source_text, account, row.provider)
 
 
 # -- quota windows --------------------------------------------------------------------------

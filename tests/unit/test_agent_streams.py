@@ -22,6 +22,7 @@ from relay_engine.agents.codex_rollout import rollout_readings
 from relay_engine.agents.doctor import Facts, argv_problems, judge
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import FailureClass, auth, classify_text
+from relay_engine.core.limits import detect_limit
 from relay_engine.core.quota import QuotaWindow, readings_in_event, watermark
 
 REALCLI = Path(__file__).resolve().parents[1] / "fixtures" / "realcli"
@@ -465,3 +466,10 @@ def test_doctor_says_how_to_log_in_to_a_named_account() -> None:
     assert row.problems == ("not logged in",) and row.account == "work"
     assert row.fix.startswith("for account work, with CODEX_HOME=/ws/.relay/accounts/codex/work:")
     assert "codex login" in row.fix
+
+
+def test_a_help_text_that_mentions_429_is_no_limit() -> None:
+    """qwen's --help (printed for an unknown flag) says "capacity errors (429/503/529)"."""
+    assert detect_limit("Fallback model(s) for capacity errors (429/503/529)", "qwen", NOW) is None
+    assert detect_limit("[API Error: 429 This request would exceed", "qwen", NOW) is not None
+    assert detect_limit('{"statusCode": 429}', "opencode", NOW) is not None

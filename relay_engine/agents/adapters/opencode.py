@@ -70,7 +70,6 @@ class OpenCodeAdapter:
         return OpenCodeParser()
 
 
-
 class OpenCodeParser(JsonLinesParser):
     provider = "opencode"
 
