@@ -128,6 +128,9 @@ def _line(message: dict[str, Any]) -> bytes:
 
 
 class AcpParser(JsonLinesParser):
+    """Reads the agent's JSON-RPC lines and keeps the client's side of the conversation:
+    which request ids wait for which answer, the session, the prompts still to send."""
+
     provider = "acp"
 
     def __init__(self, plan: AcpPlan) -> None:
@@ -142,7 +145,7 @@ class AcpParser(JsonLinesParser):
         self._chunks: list[str] = []
         self._last_text: str | None = None
         self._asked: dict[str, tuple[Any, list[dict]]] = {}  # request -> (raw id, options)
-        self._meta_tokens = (None, None)
+        self._meta_tokens: tuple[int | None, int | None] = (None, None)
 
     # -- what relay sends ---------------------------------------------------------------
     def _send(self, method: str, params: dict[str, Any]) -> None:
