@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_engine.agents.adapters.base import InvocationContext
-from relay_engine.agents.launch import adapter_for, executable_of
+from relay_engine.agents.launch import account_vars, adapter_for, executable_of
 from relay_engine.agents.sandbox import HostSandbox, probe
+from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import login_fix, missing_fix
 from relay_engine.core.sandbox import SandboxChoice, choose_sandbox
@@ -27,12 +28,22 @@ from relay_engine.core.sandbox import SandboxChoice, choose_sandbox
 PROBE_TIMEOUT_S = 30.0
 CHOICE_FLAGS = (
     "--sandbox", "--permission-mode", "--approval-mode", "--output-format", "--input-format",
+    "--format", "--log-level",
 )  # fmt: skip
 SAMPLE_RULES = (("Bash(npm test:*)",), ("Bash(rm:*)",))  # so the rule flags are checked too
 HIDES_FLAGS = frozenset({"claude"})
 """CLIs whose --help leaves out flags relay relies on (claude's --permission-prompt-tool):
 for these a missing flag is tried before it is called unknown."""
-HELP_ARGS = {"claude": ("--help",), "codex": ("exec", "--help"), "gemini": ("--help",)}
+HELP_ARGS = {
+    "claude": ("--help",),
+    "codex": ("exec", "--help"),
+    "gemini": ("--help",),
+    "qwen": ("--help",),
+    "copilot": ("--help",),
+    "opencode": ("run", "--help"),
+}
+"""Where each CLI lists the flags relay passes (an ``acp`` agent: its own CLI's ``--help``)."""
+COPILOT_TOKENS = ("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_PROVIDER_BASE_URL")
 GEMINI_KEYS = (
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
@@ -52,6 +63,7 @@ class Facts:
     logged_in: bool | None = None
     login_detail: str = ""
     accepted: frozenset[str] = frozenset()  # flags --help hides that the CLI still takes
+    account_env: tuple[tuple[str, str], ...] = ()  # where a named account's login lives
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,7 @@ class DoctorRow:
     agent: str
     provider: str
     enabled: bool
+    account: str  # "" for the provider's default login
     executable: str
     version: str
     argv: str  # the access flags relay passes
@@ -91,6 +104,23 @@ def sample_argv(agent: AgentConfig) -> list[str]:
         deny_rules=SAMPLE_RULES[1],
     )
     return adapter_for(agent).build(context).argv
+
+
+def _wrapper_length(agent: AgentConfig) -> int:
+    """How much of the argv is the agent's own ``command`` (an ``acp`` agent's ACP flag is
+    its CLI's, so only the program is the wrapper)."""
+    if agent.provider == "acp":
+        return 1
+    return len(agent.command or (agent.provider,))
+
+
+def account_login_fix(agent: AgentConfig, account_env: tuple[tuple[str, str], ...]) -> str:
+    """How to log in: for a named account, with its config directory set."""
+    fix = login_fix(cli_of(agent.provider, agent.command))
+    if not agent.account or not account_env:
+        return fix
+    where = " ".join(f"{name}={value}" for name, value in account_env)
+    return f"for account {agent.account}, with {where}: {fix}"
 
 
 def argv_problems(
@@ -130,12 +160,15 @@ def hidden_flags(argv: list[str], help_text: str) -> list[tuple[str, str | None]
 
 def access_flags(agent: AgentConfig, argv: list[str]) -> str:
     """The part of the argv that grants write access and workspace trust."""
-    wanted = ("--sandbox", "--skip-git-repo-check", "--permission-mode", "--approval-mode")
+    if agent.provider == "acp":
+        return f"ACP session mode for access = {agent.access} (relay's rules answer its asks)"
+    wanted = ("--sandbox", "--skip-git-repo-check", "--permission-mode", "--approval-mode",
+              "--agent", "--auto", "--allow-all-tools", "--allow-all", "--skip-trust")  # fmt: skip
     shown: list[str] = []
     for index, token in enumerate(argv):
-        if token in wanted or token == "--skip-trust":
+        if token in wanted or token == "--deny-tool=write":
             shown.append(token)
-            if token in CHOICE_FLAGS and index + 1 < len(argv):
+            if token in (*CHOICE_FLAGS, "--agent") and index + 1 < len(argv):
                 shown.append(argv[index + 1])
     return " ".join(shown) or f"access = {agent.access}"
 
@@ -168,7 +201,7 @@ def judge(
         problems.append(f"{facts.executable} not found")
         fix = missing_fix(agent.provider, facts.executable)
     elif facts.help_text is not None:
-        own = argv[len(agent.command or (agent.provider,)) :]  # the CLI's flags, not the wrapper's
+        own = argv[_wrapper_length(agent) :]  # the CLI's flags, not the wrapper's
         problems += argv_problems(own, facts.help_text, facts.accepted)
         fix = (
             "fix `args`/`access`, or install the CLI version in the README's table"
@@ -177,7 +210,7 @@ def judge(
         )
     if facts.logged_in is False:
         problems.append("not logged in")
-        fix = fix or login_fix(agent.provider)
+        fix = fix or account_login_fix(agent, facts.account_env)
     if is_root and agent.provider == "claude" and agent.access == "full":
         problems.append('claude refuses access = "full" (bypassPermissions) as root')
         fix = fix or 'use access = "workspace-write", or run relay as a normal user'
@@ -186,6 +219,7 @@ def judge(
         agent=agent.id,
         provider=agent.provider,
         enabled=agent.enabled,
+        account=agent.account or "",
         executable=facts.executable,
         version=facts.version or ("-" if facts.found else "missing"),
         argv=access_flags(agent, argv),
@@ -231,22 +265,29 @@ def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str, str] | None
     return done.returncode, done.stdout, done.stderr
 
 
-def check_agent(agent: AgentConfig, base_env: Mapping[str, str]) -> Facts:
-    env = {**base_env, **agent.env}
+def check_agent(
+    agent: AgentConfig, base_env: Mapping[str, str], workspace: Path | None = None
+) -> Facts:
+    """Facts about the agent's CLI, run with the agent's env and its account's folders."""
+    account = account_vars(workspace, agent) if workspace is not None else {}
+    env = {**base_env, **agent.env, **account}
     exe = executable_of(agent)
     head = shutil.which(exe, path=env.get("PATH", os.defpath)) if exe else None
     if agent.provider == "sim":
         return Facts(executable="(built in)", found=True, version="sim")
     if head is None:
         return Facts(executable=exe or "(none)", found=False)
-    prefix = [head, *(agent.command[1:] if agent.command and agent.provider != "command" else ())]
+    wrapped = agent.command and agent.provider not in ("command", "acp")
+    prefix = [head, *(agent.command[1:] if agent.command and wrapped else ())]
     if agent.provider == "command":
         return Facts(executable=head, found=True)
+    cli = cli_of(agent.provider, agent.command)
     version = _run([*prefix, "--version"], env)
-    help_run = _run([*prefix, *HELP_ARGS[agent.provider]], env)
+    help_run = _run([*prefix, *HELP_ARGS.get(cli, ("--help",))], env)
     help_text = help_run[1] + help_run[2] if help_run and help_run[0] == 0 else None
-    logged_in, detail = _login_state(agent.provider, prefix, env)
+    logged_in, detail = _login_state(cli, prefix, env)
     return Facts(
+        account_env=tuple(sorted(account.items())),
         executable=head,
         found=True,
         version=_first_line(version[1]) if version and version[0] == 0 else None,
@@ -289,7 +330,58 @@ def _login_state(
         return (done[0] == 0, "") if done else (None, "")
     if provider == "gemini":
         return _gemini_login(env)
+    return offline_login(provider, env)
+
+
+def offline_login(provider: str, env: Mapping[str, str]) -> tuple[bool | None, str]:
+    """What env keys and credential files say, without running the CLI (qwen, copilot and
+    opencode have no offline status command; ``relay agents`` asks this of every CLI)."""
+    home = Path(env.get("HOME", str(Path.home())))
+    if provider == "claude":
+        if env.get("ANTHROPIC_API_KEY") or env.get("CLAUDE_CODE_OAUTH_TOKEN"):
+            return True, "(API key or token in env)"
+        folder = Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+        return (True, "(claude login)") if (folder / ".credentials.json").is_file() else (None, "")
+    if provider == "codex":
+        if env.get("CODEX_API_KEY"):
+            return True, "(CODEX_API_KEY)"
+        folder = Path(env.get("CODEX_HOME") or home / ".codex")
+        return (True, "(codex login)") if (folder / "auth.json").is_file() else (None, "")
+    if provider == "gemini":
+        return _gemini_login(env)
+    if provider == "qwen":
+        return _qwen_login(env, home)
+    if provider == "copilot":
+        found = next((key for key in COPILOT_TOKENS if env.get(key)), None)
+        return (True, f"({found})") if found else (None, "(copilot login: `copilot login`)")
+    if provider == "opencode":
+        auth = (
+            Path(env.get("XDG_DATA_HOME") or home / ".local" / "share") / "opencode" / "auth.json"
+        )
+        return (
+            (True, "(opencode auth)") if _has_keys(auth) else (None, "(providers in opencode.json)")
+        )
     return None, ""
+
+
+def _qwen_login(env: Mapping[str, str], home: Path) -> tuple[bool | None, str]:
+    if env.get("OPENAI_API_KEY"):
+        return True, "(OPENAI_API_KEY)"
+    folder = Path(env.get("QWEN_HOME") or home / ".qwen")
+    if (folder / "oauth_creds.json").is_file():
+        return True, "(qwen login)"
+    settings = folder / "settings.json"
+    if settings.is_file() and "selectedType" in settings.read_text(errors="replace"):
+        return None, "(auth type in settings.json)"
+    return False, ""
+
+
+def _has_keys(path: Path) -> bool:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(value, dict) and bool(value)
 
 
 def _claude_status(text: str) -> tuple[bool | None, str]:
@@ -306,7 +398,7 @@ def _gemini_login(env: Mapping[str, str]) -> tuple[bool | None, str]:
     for key in GEMINI_KEYS:
         if env.get(key):
             return True, f"({key})"
-    home = Path(env.get("HOME", str(Path.home())))
+    home = Path(env.get("GEMINI_CLI_HOME") or env.get("HOME") or str(Path.home()))
     if (home / ".gemini" / "oauth_creds.json").is_file():
         return True, "(Google login)"
     settings = home / ".gemini" / "settings.json"
@@ -321,9 +413,15 @@ def _first_line(text: str) -> str | None:
 
 
 def diagnose(
-    agents: tuple[AgentConfig, ...], base_env: Mapping[str, str], host: HostSandbox | None = None
+    agents: tuple[AgentConfig, ...],
+    base_env: Mapping[str, str],
+    workspace: Path | None = None,
+    host: HostSandbox | None = None,
 ) -> list[DoctorRow]:
     """Every agent's verdict; ``host`` is the sandbox probe's (run here when not given)."""
     is_root = hasattr(os, "geteuid") and os.geteuid() == 0
     host = host or probe(base_env.get("PATH"))
-    return [judge(agent, check_agent(agent, base_env), is_root, host.problem) for agent in agents]
+    return [
+        judge(agent, check_agent(agent, base_env, workspace), is_root, host.problem)
+        for agent in agents
+    ]

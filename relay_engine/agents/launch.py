@@ -33,6 +33,7 @@ from relay_engine.agents.sandbox import (
     passthrough_for,
     sandbox_spec,
 )
+from relay_engine.contracts.accounts import account_dir, account_env, cli_of
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import AgentFailure, FailureClass, missing
 from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
@@ -66,24 +67,30 @@ def artifact_dir(workspace: Path, execution_id: str) -> Path:
 
 
 def adapter_for(agent: AgentConfig) -> Adapter:
-    template = agent.command if agent.provider == "command" else None
+    template = agent.command if agent.provider in ("command", "acp") else None
     return get_adapter(agent.provider, command_template=template)
 
 
 def build_launch(
-    workspace: Path, request: LaunchRequest, base_env: Mapping[str, str], redactor: Redactor
+    workspace: Path,
+    request: LaunchRequest,
+    base_env: Mapping[str, str],
+    redactor: Redactor,
+    adapter: Adapter | None = None,
 ) -> LaunchSpec:
     """Write prompt.md and prompt-packet.json, and return what the runner should start.
 
     ``base_env`` and ``redactor`` are the engine's: built once per engine, not per launch.
-    Only the allow-listed part of ``base_env`` reaches the agent, and where the agent is
+    ``adapter`` is the one whose parser will read this run (an ACP adapter keeps the
+    conversation its build began). Only the allow-listed part of ``base_env`` reaches the
+    agent, and where the agent is
     sandboxed its argv starts with the ``bwrap`` command (the supervisor stays outside) and
     its result goes to ``agent/result.json``: the rest of the artifact folder -- output relay
     reads and rewrites, the records recovery trusts -- is read-only to it.
     """
     directory = artifact_dir(workspace, request.execution_id)
     prompt_file = write_artifact_text(directory, "prompt.md", request.prompt)
-    adapter = adapter_for(request.agent)
+    adapter = adapter or adapter_for(request.agent)
     choice = choice_for(request.agent, adapter)
     if choice.problem:
         raise LaunchError(f"agent {request.agent.id}: {choice.problem}")
@@ -91,10 +98,11 @@ def build_launch(
     result_file = directory / result_name
     result_file.parent.mkdir(exist_ok=True)
     invocation = adapter.build(_context(request, adapter, prompt_file, result_file))
-    own = {**request.agent.env, **invocation.env, **_relay_env(request, result_file)}
+    accounts = account_vars(workspace, request.agent)
+    own = {**request.agent.env, **accounts, **invocation.env, **_relay_env(request, result_file)}
     allowed = passthrough_for(request.agent, adapter)
     env = agent_environment(base_env, allowed, own, private_tmp=choice.kind == "bwrap")
-    site = Site(cwd=request.cwd, workspace=workspace, artifacts=directory, env=env)
+    site = Site(request.cwd, workspace, directory, env, account_dirs=tuple(accounts.values()))
     wrapper, sandbox = _sandbox(site, request.agent, adapter, choice)
     argv = [*wrapper, *invocation.argv]
     passed = sorted(k for k, v in env.items() if base_env.get(k) == v and k not in own)
@@ -144,6 +152,19 @@ def _sandbox(
         return [], describe(choice, None)
     spec = sandbox_spec(site, agent, adapter, network=choice.network == "on")
     return bwrap_argv(bwrap, spec), describe(choice, spec)
+
+
+def account_vars(workspace: Path, agent: AgentConfig) -> dict[str, str]:
+    """A named account's CLI config directory (made if missing), unless the agent's env
+    already points the CLI somewhere: ``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, …"""
+    if not agent.account:
+        return {}
+    cli = cli_of(agent.provider, agent.command)
+    folder = account_dir(workspace / ".relay", cli, agent.account)
+    wanted = account_env(cli, folder, agent.env)
+    for path in wanted.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return wanted
 
 
 def executable_of(agent: AgentConfig) -> str:

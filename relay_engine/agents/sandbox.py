@@ -149,6 +149,7 @@ class Site:
     workspace: Path
     artifacts: Path
     env: Mapping[str, str]  # the agent's own, whole environment (HOME, state overrides)
+    account_dirs: tuple[str, ...] = ()  # a named account's CLI folders: its login and state
 
 
 def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool) -> SandboxSpec:
@@ -165,6 +166,7 @@ def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool
     grants.visible.append(_real(site.artifacts))
     grants.writable.append(_real(site.artifacts / AGENT_DIR))
     state = [_real(p) for p in own_state(adapter, site.env, home)]
+    state += [_real(p) for p in site.account_dirs if _real(p) not in state]
     grants.writable += state
     grants.protected += [
         path
@@ -192,15 +194,17 @@ def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool
 def own_state(adapter: Adapter, env: Mapping[str, str], home: str | None) -> list[str]:
     """The CLI's state paths (``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME`` when the agent sets them).
 
-    A missing folder is made now, where its parent exists: inside, the read-only home would
-    refuse it, and codex, for one, fails outright without its CODEX_HOME.
+    A missing folder is made now (with its parents, inside an existing home): inside, the
+    read-only home would refuse it, codex fails outright without its CODEX_HOME, and opencode
+    without ~/.local/share/opencode.
     """
     moved = env.get(adapter.state_env) if adapter.state_env else None
-    folders = (moved,) if moved else adapter.state_paths
+    folders = (*((moved,) if moved else adapter.state_paths), *adapter.cache_paths)
     files = () if moved else adapter.state_files
     usable = [p for p in (*folders, *files) if home or not p.startswith("~")]
     for folder in (_expand(p, home) for p in folders if p in usable):
-        if not os.path.exists(folder) and os.path.isdir(os.path.dirname(folder)):
+        inside_home = home is not None and os.path.isdir(home) and _within(folder, home)
+        if not os.path.exists(folder) and (inside_home or os.path.isdir(os.path.dirname(folder))):
             os.makedirs(folder, 0o700, exist_ok=True)
     return [_expand(path, home) for path in usable]
 
@@ -259,9 +263,10 @@ def _hidden(adapter: Adapter, home: str | None, workspace: Path) -> tuple[tuple[
     candidates = [*HIDDEN_ON_HOST, str(workspace / CONFIG_FILE)]
     if home:
         candidates += [os.path.join(home, name) for name in HIDDEN_IN_HOME]
+        own = {*adapter.state_paths, *adapter.state_files}  # an ACP agent's are its CLI's
         for provider, paths in STATE_PATHS.items():
             if provider != adapter.provider:
-                candidates += [_expand(path, home) for path in paths]
+                candidates += [_expand(path, home) for path in paths if path not in own]
     dirs: list[str] = []
     files: list[str] = []
     for candidate in candidates:

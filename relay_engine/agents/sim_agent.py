@@ -7,6 +7,8 @@ grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
 record_cwd PATH (append a JSON line {cwd, files, round, attempt} there: what the agent saw),
+emit [JSON objects] (printed as stream lines right after the start, e.g. a claude
+rate_limit_event),
 asks [{tool, input, writes}] (claude format with --permission-prompt-tool stdio: ask for each
 tool use on stdout, wait for the answer on stdin, and write ``writes`` when it is allowed;
 ``tool: AskUserQuestion`` asks a question and writes the answers to ``answers.json``),
@@ -442,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     if script.get("spawn_daemon"):
         spawn_daemon(script)
     sim.start()
+    for event in script.get("emit") or []:
+        sim.jsonl(event)
     limited = rate_limit_message(script, sim.attempt, fmt)
     if limited is not None:
         sim.rate_limited(limited[0])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_engine.agents.launch import executable_of
+from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig
 
 RESUME = {
@@ -27,7 +28,8 @@ RESUME = {
     "opencode": ("--session",),
     "codex": ("resume",),
 }
-"""How each CLI resumes a session interactively: the flag (or subcommand) before its id."""
+"""How each CLI resumes a session interactively: the flag (or subcommand) before its id.
+An ``acp`` agent's session is resumed by its own CLI (``opencode --session ses_…``)."""
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,13 @@ class TakeOverLine:
 def interactive_argv(agent: AgentConfig, session_id: str | None) -> tuple[str, ...]:
     """The agent's CLI as a person runs it, resumed from ``session_id`` when it has one; a
     shell for agents that have no interactive form (``command``, ``sim``)."""
-    if agent.provider not in RESUME:
+    cli = cli_of(agent.provider, agent.command)  # an acp agent's session is its CLI's
+    if cli not in RESUME:
         return (os.environ.get("SHELL") or "/bin/sh",)
     exe = (agent.command[0],) if agent.command else (executable_of(agent),)
     if not session_id:
         return exe
-    return (*exe, *RESUME[agent.provider], session_id)
+    return (*exe, *RESUME[cli], session_id)
 
 
 def write_launcher(

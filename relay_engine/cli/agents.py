@@ -11,15 +11,17 @@ from pathlib import Path
 
 from rich.table import Table
 
-from relay_engine.agents.doctor import diagnose
+from relay_engine.agents.doctor import diagnose, offline_login
+from relay_engine.agents.launch import account_vars
 from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.cli.output import command, console, err, open_store
-from relay_engine.contracts.config import load_config
+from relay_engine.contracts.accounts import cli_of
+from relay_engine.contracts.config import AgentConfig, load_config
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
 from relay_engine.store.read_model import agent_rows
 
-STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow"}
+STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,28 +38,44 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def cmd_agents(args: argparse.Namespace, store: Store) -> int:
-    config = load_config(Path(args.workspace).resolve())
+    workspace = Path(args.workspace).resolve()
+    config = load_config(workspace)
     with store.read() as session:
-        rows = agent_rows(session, time.time(), config.agents)
+        rows = agent_rows(session, time.time(), config.agents, config=config)
+    logins = {row.id: _login(config.agent(row.id), row.status, workspace) for row in rows}
     if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2))
+        print(json.dumps([{**row.as_dict(), "login": logins[row.id]} for row in rows], indent=2))
         return 0
     table = Table(title="agents", title_justify="left")
-    for column in ("agent", "provider", "status", "reason", "fix"):
+    for column in ("agent", "provider", "account", "login", "status", "reason", "fix"):
         table.add_column(column, overflow="fold")
     for row in rows:
         style = STATUS_STYLES.get(row.status, "red")
         label = row.summary if row.enabled else "disabled"
-        table.add_row(row.id, row.provider, f"[{style}]{label}[/]", row.reason or "", row.fix or "")
+        table.add_row(row.id, row.provider, row.account or "(default)", logins[row.id],
+                      f"[{style}]{label}[/]", row.reason or "", row.fix or "")  # fmt: skip
     console.print(table)
     return 0
+
+
+def _login(agent: AgentConfig | None, status: str, workspace: Path) -> str:
+    """What relay knows of the agent's login without running its CLI (``relay doctor``
+    asks the CLI itself): its last run's verdict, else its keys and credential files."""
+    if status == "auth":
+        return "not logged in"
+    if agent is None or agent.provider in ("command", "sim"):
+        return "-"
+    env = {**os.environ, **agent.env, **account_vars(workspace, agent)}
+    logged, detail = offline_login(cli_of(agent.provider, agent.command), env)
+    label = {True: "logged in", False: "not logged in", None: "unknown"}[logged]
+    return f"{label} {detail}".strip()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """A table of every agent; exit 1 when an enabled agent cannot run."""
     config = load_config(Path(args.workspace).resolve())
     host = probe(os.environ.get("PATH"))
-    rows = diagnose(config.agents, os.environ, host)
+    rows = diagnose(config.agents, os.environ, Path(args.workspace).resolve(), host)
     broken = [row.agent for row in rows if row.enabled and not row.ok]
     warnings = config.warnings() + _sandbox_warnings(host)
     warnings += [warning for row in rows for warning in row.warnings]
@@ -70,6 +88,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for column in (
         "agent",
         "provider",
+        "account",
         "executable",
         "version",
         "access flags",
@@ -87,6 +106,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         table.add_row(
             row.agent,
             row.provider,
+            row.account or "(default)",
             row.executable,
             row.version,
             row.argv,

@@ -50,6 +50,7 @@ from relay_engine.store.read_model import (
     read_jobs,
     read_limits,
     read_plans,
+    read_quota,
     read_tasks,
     read_waits,
     spend_by,
@@ -76,6 +77,7 @@ def status_report(
     with store.read() as session:
         report = _read(session, job or None, task or None, budget_warn_at)
         report["agents"] = [row.as_dict() for row in agent_rows(session, now)]
+        report["quota"] = [asdict(q) for q in read_quota(session, None, now)]
         engines = read_engines(session, now=now, lease_seconds=lease_seconds)
     report["engines"] = [e.as_dict() for e in engines]
     report["conditions"] = conditions(store, [e for e in engines if e.why_gone != "stopped"])
@@ -337,7 +339,11 @@ def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
     for provider in report["providers"]:
         if provider["status"] == "limited":
             reset = format_time(provider["reset_at"])
-            console.print(f"provider [bold]{provider['provider']}[/] limited until {reset}")
+            name = provider.get("key") or provider["provider"]
+            console.print(f"provider [bold]{name}[/] limited until {reset}")
+    for window in report.get("quota", []):
+        if window["holding"]:
+            console.print(f"quota [bold]{window['key']}[/]: {escape(window['reason'] or '')}")
     for agent in report["agents"]:
         if agent["status"] not in ("ready", "limited"):  # limits are listed just above
             console.print(

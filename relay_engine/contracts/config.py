@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from relay_engine.contracts.accounts import account_key, cli_of, split_key
 from relay_engine.contracts.inputs import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_TASK_INPUT_BYTES,
@@ -34,7 +35,10 @@ from relay_engine.contracts.pricing import Price, merged_prices
 from relay_engine.contracts.rules import parse_rule
 
 CONFIG_FILE = "relay.toml"
-PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
+PROVIDERS = ("claude", "codex", "gemini", "opencode", "qwen", "copilot", "acp", "command", "sim")
+Provider = Literal[
+    "claude", "codex", "gemini", "opencode", "qwen", "copilot", "acp", "command", "sim"
+]
 KNOWN_ROLES = ("planner", "implementer", "reviewer", "assessor", "tester", "troubleshooter")
 
 
@@ -187,7 +191,8 @@ READ_ONLY_KINDS = frozenset({"plan", "assess"})
 
 class AgentConfig(_Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
-    provider: Literal["claude", "codex", "gemini", "command", "sim"]
+    provider: Provider
+    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$", max_length=64)
     roles: tuple[str, ...] = ("implementer",)
     model_class: str | None = None
     model: str | None = None
@@ -207,6 +212,12 @@ class AgentConfig(_Strict):
     sandbox_paths: tuple[SandboxPath, ...] = ()  # visible read-only, or writable with ":rw"
     env_passthrough: tuple[EnvPattern, ...] = ()  # engine variables added to the default list
 
+    @property
+    def account_key(self) -> str:
+        """What its login, limits and quota are kept under: ``claude`` or ``claude/work``
+        (an ``acp`` agent's are its CLI's: ``["gemini", "--acp"]`` counts as gemini)."""
+        return account_key(cli_of(self.provider, self.command), self.account)
+
     @field_validator("roles")
     @classmethod
     def _roles_not_empty(cls, roles: tuple[str, ...]) -> tuple[str, ...]:
@@ -220,6 +231,10 @@ class AgentConfig(_Strict):
             raise ValueError(
                 'provider "command" needs command = ["executable", "{prompt}", …]: '
                 "relay has nothing else to run"
+            )
+        if self.provider == "acp" and self.command is None:
+            raise ValueError(
+                'provider "acp" needs the agent\'s ACP command, e.g. command = ["gemini", "--acp"]'
             )
         return self
 
@@ -248,9 +263,18 @@ class PriceConfig(_Strict):
     cached: float | None = Field(default=None, ge=0)
 
 
-class ProviderConfig(_Strict):
+class AccountConfig(_Strict):
+    """``[providers.X.accounts.NAME]``: one login's own budget and watermark."""
+
     daily_budget_usd: float | None = Field(default=None, ge=0)
-    cluster_max_concurrent: int | None = Field(default=None, ge=1)  # the account, fleet-wide
+    stop_at: float | None = Field(default=None, gt=0, le=1)
+
+
+class ProviderConfig(_Strict):
+    daily_budget_usd: float | None = Field(default=None, ge=0)  # every account together
+    cluster_max_concurrent: int | None = Field(default=None, ge=1)  # the provider, fleet-wide
+    stop_at: float = Field(default=0.95, gt=0, le=1)  # no new task above this share of a window
+    accounts: dict[str, AccountConfig] = Field(default_factory=dict)
 
 
 class ClusterConfig(_Strict):
@@ -269,9 +293,7 @@ class RelayConfig(_Strict):
     agents: tuple[AgentConfig, ...] = Field(default=(), validate_default=True)
     keymap: dict[str, str] = Field(default_factory=dict)
     pricing: dict[str, PriceConfig] = Field(default_factory=dict)
-    providers: dict[Literal["claude", "codex", "gemini", "command", "sim"], ProviderConfig] = Field(
-        default_factory=dict
-    )
+    providers: dict[Provider, ProviderConfig] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -312,6 +334,15 @@ class RelayConfig(_Strict):
     def agent(self, agent_id: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.id == agent_id), None)
 
+    def stop_at(self, key: str) -> float:
+        """The watermark of an account key: its own, else its provider's, else 0.95."""
+        provider, account = split_key(key)
+        settings = self.providers.get(provider)  # type: ignore[call-overload]
+        if settings is None:
+            return ProviderConfig().stop_at
+        own = settings.accounts.get(account) if account else None
+        return own.stop_at if own is not None and own.stop_at is not None else settings.stop_at
+
     @property
     def prices(self) -> dict[str, Price]:
         """The shipped price table with this file's ``[pricing]`` entries on top."""
@@ -336,19 +367,25 @@ def _with_sandbox(agent: object, default: str) -> object:
 
 def agent_warnings(agents: Iterable[AgentConfig]) -> list[str]:
     """Settings that are valid but will not do what they say."""
-    warnings = []
+    found = []
     for agent in agents:
-        if agent.provider == "codex" and agent.tools:
-            warnings.append(
-                f"agent {agent.id}: codex has no tool allow-list flag; `tools` is ignored "
-                f'(use access = "read-only" to stop it writing)'
+        if agent.provider in ("codex", "opencode") and agent.tools:
+            found.append(
+                f"agent {agent.id}: {agent.provider} has no tool allow-list flag; `tools` is "
+                f'ignored (use access = "read-only" to stop it writing)'
+            )
+        if agent.provider == "gemini" and agent.access == "workspace-write":
+            found.append(
+                f"agent {agent.id}: gemini's auto_edit (access = workspace-write) offers no "
+                f'shell tool at all, so it cannot run a command; use provider = "acp" with '
+                f'command = ["gemini", "--acp"] (it asks relay) or access = "full"'
             )
         if agent.sandbox == "none" and agent.sandbox_paths:
-            warnings.append(
+            found.append(
                 f'agent {agent.id}: sandbox = "none": `sandbox_paths` is ignored '
                 "(without the sandbox every path is visible and writable)"
             )
-    return warnings
+    return found
 
 
 def _field_path(loc: Iterable[int | str], data: dict) -> str:

@@ -51,13 +51,21 @@ _LOGIN_FIX = {
     "claude": "run `claude` once and /login (or set ANTHROPIC_API_KEY in the agent's env)",
     "codex": "run `codex login` (or set CODEX_API_KEY in the agent's env)",
     "gemini": "set GEMINI_API_KEY in the agent's env or run `gemini` once to log in",
+    "qwen": "set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL in the agent's env with "
+    'args = ["--auth-type", "openai"], or run `qwen` once to log in',
+    "copilot": "run `copilot login` (or set COPILOT_GITHUB_TOKEN in the agent's env, or "
+    "COPILOT_PROVIDER_BASE_URL for your own model provider)",
+    "opencode": "run `opencode auth login`, or configure a provider in opencode.json",
 }
 _PACKAGES = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
     "gemini": "@google/gemini-cli",
+    "qwen": "@qwen-code/qwen-code",
+    "copilot": "@github/copilot",
+    "opencode": "opencode-ai",
 }
-AGENT_CLIS = frozenset(_PACKAGES)
+AGENT_CLIS = frozenset({*_PACKAGES, "acp"})
 """Providers whose CLIs' failures relay knows; a `command` agent's output is its own."""
 UNREACHABLE_FIX = "check the network or proxy; relay probes the agent again with back-off"
 
@@ -66,28 +74,45 @@ _AUTH_TEXT = re.compile(
     r"|invalid_api_key|incorrect api key|authentication_error|authentication failed"
     r"|api key not valid|\b401\b.{0,40}unauthori[sz]ed|unauthori[sz]ed.{0,40}\b401\b"
     r"|\b403\b.{0,40}forbidden|please set an auth method|oauth token has expired"
-    r"|token (?:is )?expired|credentials? (?:are |is )?(?:missing|invalid)",
+    r"|token (?:is )?expired|credentials? (?:are |is )?(?:missing|invalid)"
+    r"|no auth type is selected|no authentication information found"  # qwen, copilot
+    r"|authentication required|api key is missing",  # ACP session/new: qwen, copilot, gemini
     re.IGNORECASE,
 )
+_ACCOUNT_TEXT = re.compile(
+    r"IneligibleTierError|ineligible tier|not eligible for|migrate to the antigravity"
+    r"|account validation required"  # gemini: a Google account its tier no longer serves
+    r"|credit balance is too low|insufficient (?:credits?|balance|funds)|out of credits"
+    r"|(?:plan|subscription) (?:has )?(?:changed|expired|ended|lapsed)|payment required",
+    re.IGNORECASE,
+)
+"""The account itself refuses the work (its tier, plan or balance): no retry helps, so it
+holds like a login until a person acts."""
 _NETWORK_TEXT = re.compile(
     r"unable to connect to api|failed to lookup address|name does not resolve"
     r"|name or service not known|temporary failure in name resolution|getaddrinfo"
     r"|\benotfound\b|\beconnrefused\b|connection refused|\beconnreset\b|\betimedout\b"
     r"|network is unreachable|no route to host|fetch failed|error sending request"
-    r"|waiting for network|stream disconnected before completion",
+    r"|waiting for network|stream disconnected before completion"
+    r"|cannot connect to api",  # opencode
     re.IGNORECASE,
 )
 _REJECTED_TEXT = re.compile(
     r"error: unknown option|error: unexpected argument|error: invalid value"
     r"|^unknown arguments?:|^invalid values?:|^not enough arguments"
     r"|not inside a trusted directory|not running in a trusted directory"
-    r"|cannot be used with root/sudo privileges",
+    r"|cannot be used with root/sudo privileges"
+    r"|^error: invalid command format"  # copilot, for a flag it does not know
+    r"|^opencode run \[message\.\.\]",  # opencode prints its usage for a flag it does not know
     re.IGNORECASE | re.MULTILINE,
 )
 _SESSION_GONE_TEXT = re.compile(
     r"no conversation found with session id"  # claude --resume
     r"|no rollout found for thread id"  # codex exec resume
-    r"|error resuming session|invalid session identifier",  # gemini --resume (exit 42)
+    r"|error resuming session|invalid session identifier"  # gemini --resume (exit 42)
+    r"|no saved session found with id"  # qwen --resume
+    r"|session not found"  # opencode --session (after colour codes: no word boundary)
+    r"|no session, task, or name matched",  # copilot --resume
     re.IGNORECASE,
 )
 SESSION_GONE_FIX = "nothing to do: relay runs the task again in a fresh session"
@@ -104,6 +129,21 @@ def missing_fix(provider: str, executable: str) -> str:
     return f"{install}, or set `command` for the agent in relay.toml"
 
 
+ACCOUNT_FIX = {
+    "gemini": "this Google account's tier no longer serves Gemini CLI (Google One and free "
+    "tiers are refused since 2026-06): set GEMINI_API_KEY (AI Studio) or a Vertex AI project "
+    "in the agent's env, then `relay agents reset ID`",
+}
+ACCOUNT_FIX_OTHER = (
+    "the account refused the work (plan, tier or balance): change the plan or top up the "
+    "balance, or give the agent another account; then `relay agents reset ID`"
+)
+
+
+def account_fix(provider: str) -> str:
+    return ACCOUNT_FIX.get(provider, ACCOUNT_FIX_OTHER)
+
+
 def rejected_fix(provider: str, reason: str) -> str:
     if "root/sudo" in reason:
         return 'claude refuses access = "full" as root: use "workspace-write" or a non-root user'
@@ -117,7 +157,9 @@ def unreachable(reason: str) -> AgentFailure:
 
 
 def auth(provider: str, reason: str) -> AgentFailure:
-    return AgentFailure(FailureClass.AUTH, _sentence(reason), login_fix(provider))
+    """Not logged in, or an account that refuses the work: held until a person acts."""
+    fix = account_fix(provider) if _ACCOUNT_TEXT.search(reason) else login_fix(provider)
+    return AgentFailure(FailureClass.AUTH, _sentence(reason), fix)
 
 
 def rejected(provider: str, reason: str) -> AgentFailure:
@@ -155,7 +197,8 @@ def classify_event(event: dict, provider: str) -> AgentFailure | None:
         message = event["message"]
         if _CODEX_WAITING.search(message):
             return unreachable(message)
-        return auth(provider, message) if _AUTH_TEXT.search(message) else None
+        refused = _AUTH_TEXT.search(message) or _ACCOUNT_TEXT.search(message)
+        return auth(provider, message) if refused else None
     return None
 
 
@@ -219,6 +262,7 @@ def classify_text(provider: str, *texts: str) -> AgentFailure | None:
     """Auth, then refusal, then network, by the CLIs' own sentences."""
     for pattern, build in (
         (_AUTH_TEXT, lambda line: auth(provider, line)),
+        (_ACCOUNT_TEXT, lambda line: auth(provider, line)),
         (_REJECTED_TEXT, lambda line: rejected(provider, line)),
         (_NETWORK_TEXT, unreachable),
     ):

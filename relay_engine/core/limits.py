@@ -66,7 +66,8 @@ _RATE_PATTERNS = [
     re.compile(r"rate_limit_(?:error|exceeded)", re.IGNORECASE),
     re.compile(r"too many requests", re.IGNORECASE),
     re.compile(r"^\W*please retry in \d+(?:\.\d+)?\s*s(?:ec(?:ond)?s?)?\b", re.IGNORECASE),
-    re.compile(r"\b(?:error|status|code|http)\W{0,4}(?:\w+\W{1,3})?429\b", re.IGNORECASE),
+    # "error 429", "status code: 429", "HTTP/1.1 429", not "errors (429/503/529)" in a --help
+    re.compile(r"\b(?:error|status|code|http)(?!s\b)\W{0,4}(?:\w+\W{1,3})?429\b", re.IGNORECASE),
     re.compile(r"\b429\b\W{0,4}(?:too many|error|resource|rate)", re.IGNORECASE),
     re.compile(r"rate[ _-]?limit(?:ed|s)?\W{0,3}(?:exceeded|reached|hit)", re.IGNORECASE),
     re.compile(

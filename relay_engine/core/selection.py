@@ -15,6 +15,7 @@ from typing import Protocol
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.availability import Availability, is_available, is_probing
 from relay_engine.core.capacity import FleetCaps, FleetCounts
+from relay_engine.core.quota import Watermark
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,23 @@ class AgentFacts:
     enabled: bool
     max_concurrent: int | None
     running: int
+    account: str = ""  # its account key ("claude/work"); "" means the provider's default
+
+    @property
+    def key(self) -> str:
+        """What limits, quota windows and exclusions are kept under."""
+        return self.account or self.provider
 
 
 @dataclass(frozen=True)
 class ProviderFacts:
+    """An account key (a provider's default account, or ``provider/name``) that may start
+    nothing new until ``limited_until``: a usage limit, or a quota window over its
+    watermark (``reason`` says which, for the park message)."""
+
     provider: str
     limited_until: float | None  # None, or a time not after now, means usable
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,12 +107,14 @@ class Work:
 
 @dataclass(frozen=True)
 class FleetView:
-    """What selection knows of the fleet at one moment: providers limited until when, agents
-    that cannot work, and the active pins by (job, workstream, role)."""
+    """What selection knows of the fleet at one moment: accounts limited until when, agents
+    that cannot work, the active pins by (job, workstream, role), and accounts whose quota
+    window is over its watermark."""
 
     limits: Mapping[str, float] = field(default_factory=dict)
     availability: Mapping[str, Availability] = field(default_factory=dict)
     pins: Mapping[tuple[str, str, str], str] = field(default_factory=dict)
+    watermarks: Mapping[str, Watermark] = field(default_factory=dict)
 
 
 def pick_agent(
@@ -113,10 +127,12 @@ def pick_agent(
     exclude: frozenset[str] = frozenset(),
     counts: FleetCounts | None = None,
     caps: FleetCaps | None = None,
+    prefer: str | None = None,
 ) -> Selection:
     """The agent for ``work`` among the configured ``agents``. ``running`` counts this
     engine's claims per agent; ``counts`` and ``caps`` are the fleet-wide claims and caps,
-    when the operator set any."""
+    when the operator set any; ``exclude`` are account keys to pass over (one just
+    limited), and ``prefer`` a provider whose other accounts come first."""
     pin = fleet.pins.get((work.job_id, work.workstream or "", work.role))
     facts = [
         replace(a, max_concurrent=1) if is_probing(fleet.availability.get(a.id), now) else a
@@ -128,10 +144,11 @@ def pick_agent(
         pinned_agent=work.pinned_agent,
         pin=PinFacts(agent_id=pin) if pin else None,
         agents=facts,
-        providers=provider_facts(fleet.limits),
+        providers=provider_facts(fleet.limits, fleet.watermarks, now),
         now=now,
         exclude_providers=exclude,
         availability=fleet.availability,
+        prefer=prefer,
     )
 
 
@@ -159,13 +176,25 @@ def agent_facts(
                 enabled=a.enabled,
                 max_concurrent=limit,
                 running=running[a.id],
+                account=a.account_key,
             )
         )
     return facts
 
 
-def provider_facts(limits: Mapping[str, float]) -> dict[str, ProviderFacts]:
-    return {p: ProviderFacts(provider=p, limited_until=until) for p, until in limits.items()}
+def provider_facts(
+    limits: Mapping[str, float],
+    watermarks: Mapping[str, Watermark] | None = None,
+    now: float = 0.0,
+) -> dict[str, ProviderFacts]:
+    """Per account key, the later of its limit and its watermark, and why."""
+    facts = {p: ProviderFacts(provider=p, limited_until=until) for p, until in limits.items()}
+    for key, mark in (watermarks or {}).items():
+        limit = facts.get(key)
+        limit_until = limit.limited_until if limit is not None else None
+        if limit_until is None or limit_until <= now or mark.until > limit_until:
+            facts[key] = ProviderFacts(key, mark.until, mark.reason)
+    return facts
 
 
 def is_eligible(agent: AgentFacts, role: str, model_class: str | None) -> bool:
@@ -207,6 +236,7 @@ def select_agent(
     now: float,
     exclude_providers: frozenset[str] = frozenset(),
     availability: Mapping[str, Availability] | None = None,
+    prefer: str | None = None,
 ) -> Selection:
     """Pins keep a task (or a workstream) on one agent for continuity, so a pinned agent that is
     merely full makes the task wait rather than move; a limited, excluded or unavailable
@@ -218,9 +248,9 @@ def select_agent(
     states = availability or {}
 
     def usable(agent: AgentFacts) -> bool:
-        if agent.provider in exclude_providers or not is_available(states.get(agent.id), now):
+        if agent.key in exclude_providers or not is_available(states.get(agent.id), now):
             return False
-        return limited_until(agent.provider, providers, now) is None
+        return limited_until(agent.key, providers, now) is None
 
     for wanted, via in ((pinned_agent, "task-pin"), (pin.agent_id if pin else None, "pin")):
         agent = next((a for a in eligible if a.id == wanted), None)
@@ -232,7 +262,7 @@ def select_agent(
 
     usable_agents = [a for a in eligible if usable(a)]
     if usable_agents:
-        return _auto(usable_agents)
+        return _auto(usable_agents, prefer)
     available = [a for a in eligible if is_available(states.get(a.id), now)]
     if not available:
         return _wait_on_agents([states[a.id] for a in eligible])
@@ -242,10 +272,12 @@ def select_agent(
 LIMITS = " (max_concurrent on this engine, or a cluster_max_concurrent/[cluster] cap)"
 
 
-def _auto(usable: list[AgentFacts]) -> Selection:
+def _auto(usable: list[AgentFacts], prefer: str | None = None) -> Selection:
+    """The least busy free agent, config order breaking ties; agents of ``prefer`` (the
+    provider whose other account was just limited) before any other provider's."""
     free = [a for a in usable if has_capacity(a)]
     if free:
-        best = min(free, key=lambda a: a.running)  # min keeps the first: config order breaks ties
+        best = min(free, key=lambda a: (prefer is not None and a.provider != prefer, a.running))
         return Selected(best.id, best.provider, "auto")
     busy = ", ".join(f"{a.id} {_load(a)}" for a in usable)
     return Wait(f"all usable agents are at their limits: {busy}{LIMITS}")
@@ -262,17 +294,22 @@ def _wait_on_agents(states: list[Availability]) -> Park:
 def _all_limited(
     eligible: list[AgentFacts], providers: Mapping[str, ProviderFacts], now: float
 ) -> Selection:
-    resets = {a.provider: limited_until(a.provider, providers, now) for a in eligible}
+    """Every available agent's account waits: park until the first one may work again,
+    with its watermark's words when that is what holds it."""
+    resets = {a.key: limited_until(a.key, providers, now) for a in eligible}
     if any(until is None for until in resets.values()):
         excluded = sorted(p for p, until in resets.items() if until is None)
         return Wait(
             f"every eligible provider is limited or excluded (excluded: {', '.join(excluded)})"
         )
-    provider, until = min(
+    key, until = min(
         ((p, u) for p, u in resets.items() if u is not None), key=lambda pu: (pu[1], pu[0])
     )
-    reason = f"all eligible providers are limited; {provider} resets first at {_fmt_time(until)}"
-    return Park(provider, until, reason)
+    why = providers[key].reason
+    if why is not None:
+        return Park(key, until, f"{why}; no other account or provider can take it")
+    reason = f"all eligible providers are limited; {key} resets first at {_fmt_time(until)}"
+    return Park(key, until, reason)
 
 
 def _no_agent_reason(role: str, model_class: str | None) -> str:

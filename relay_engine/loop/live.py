@@ -142,6 +142,7 @@ def record_spawn(
             pgid=live.process.pgid,
             started_at=now,
             argv=display_argv(spec.argv, request.prompt, redactor),
+            account=request.agent.account,
             cwd=str(spec.cwd),
             artifact_dir=str(spec.artifact_dir),
         )

@@ -13,6 +13,8 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine.agents.adapters.base import AgentReport
+from relay_engine.agents.codex_rollout import rollout_readings
 from relay_engine.agents.runner import cap_file
 from relay_engine.contracts.pricing import execution_spend
 from relay_engine.core.outcomes import (
@@ -25,6 +27,7 @@ from relay_engine.core.outcomes import (
     judge_exit,
     redact_outcome,
 )
+from relay_engine.core.quota import QuotaReading
 from relay_engine.core.selection import Selected, pick_agent
 from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
@@ -34,7 +37,7 @@ from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import asks, assignments, budgets
+from relay_engine.ops import asks, assignments, budgets, quota
 from relay_engine.ops.answers import vet_answer
 from relay_engine.ops.completion import (
     LimitDecision,
@@ -48,6 +51,7 @@ from relay_engine.store.schema import Execution, Job, Task
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
 STDERR_WATCH_INTERVAL_S = 2.0
+ROLLOUT_WATCH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
@@ -77,9 +81,12 @@ class Reaper:
         if fence and runtime.live:
             self._fence_check()
         wall = datetime.now().astimezone()
+        windows: list[tuple[LiveExecution, list[QuotaReading]]] = []
         for live in list(runtime.live.values()):
             report = live.pump(wall)
             self.asking.collect(live)
+            if (seen := self._new_windows(live, report, now)) is not None:
+                windows.append((live, seen))
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
             self._watch_stderr(live, now)
@@ -92,11 +99,42 @@ class Reaper:
                 del runtime.live[live.execution_id]
                 runtime.exited[live.execution_id] = finished
         asked = self.asking.step(now)
+        if windows:
+            with runtime.store.write() as session:
+                for live, readings in windows:
+                    self._record_windows(session, live, readings, now)
         if not runtime.exited:
-            return asked
+            return asked or bool(windows)
         self._settle_worktrees(now)
         self._write_exits(now)
         return True
+
+    def _new_windows(
+        self, live: LiveExecution, report: AgentReport, now: float, *, final: bool = False
+    ) -> list[QuotaReading] | None:
+        """Quota windows the run reported since they were last recorded (codex: from its
+        session log, looked at every few seconds), so a running agent that crosses its
+        watermark stops new work on its account at once; None when nothing changed."""
+        readings = list(report.windows)
+        if live.provider == "codex" and report.session_id:
+            if final or now - live.extra.get("rollout_seen", 0.0) >= ROLLOUT_WATCH_INTERVAL_S:
+                live.extra["rollout_seen"] = now
+                live.extra["rollout"] = rollout_readings(live.process.spec.env, report.session_id)
+            readings += live.extra.get("rollout", [])
+        if not readings or tuple(readings) == live.extra.get("windows"):
+            return None
+        live.extra["windows"] = tuple(readings)
+        return readings
+
+    def _record_windows(
+        self, session: Session, live: LiveExecution, readings: list[QuotaReading], now: float
+    ) -> None:
+        config = self.runtime.config
+        agent = config.agent(live.agent_id)
+        key = agent.account_key if agent is not None else live.provider
+        quota.record_windows(
+            session, key, readings, agent_id=live.agent_id, stop_at=config.stop_at(key), now=now
+        )
 
     def _watch_stderr(self, live: LiveExecution, now: float) -> None:
         """Some CLIs retry a dead network on stderr only (gemini): look every few seconds."""
@@ -244,6 +282,9 @@ class Reaper:
                     kept = task is not None
                 # The row first: applying the outcome may still refine it (a vetted review).
                 self._record_execution(session, exit_, now, kept)
+                last = self._new_windows(live, exit_.report, now, final=True)
+                if last is not None:
+                    self._record_windows(session, live, last, now)
                 if live.plan_id is not None:
                     self.plans.complete(session, exit_, now)
                 else:
@@ -373,17 +414,23 @@ class Reaper:
     def _limit_decision(
         self, session: Session, task: Task, outcome: Outcome, now: float
     ) -> LimitDecision:
+        """Record the limit on the run's account, then move the task: to another account of
+        the same provider first, another provider next, else park until the reset."""
         signal = outcome.limit
         assert signal is not None
-        provider = task.provider or signal.provider
-        limit = record_limit(session, provider, signal.reset_at, signal.source_text, now)
-        fleet = read_fleet(session, self.runtime.config, now)
-        agents = self.runtime.config.agents
-        choice = pick_agent(task, agents, fleet, now, exclude=frozenset({provider}))
+        config = self.runtime.config
+        agent = config.agent(task.agent or "")
+        key = agent.account_key if agent is not None else (task.provider or signal.provider)
+        limit = record_limit(session, key, signal.reset_at, signal.source_text, now)
+        fleet = read_fleet(session, config, now)
+        prefer = agent.provider if agent is not None else None
+        choice = pick_agent(
+            task, config.agents, fleet, now, exclude=frozenset({key}), prefer=prefer
+        )
         reason = signal.source_text[:200]
         if isinstance(choice, Selected):
-            return LimitDecision(choice.agent_id, None, provider, reason)
-        return LimitDecision(None, limit.reset_at, provider, reason)
+            return LimitDecision(choice.agent_id, None, key, reason)
+        return LimitDecision(None, limit.reset_at, key, reason)
 
     def save_output(self, now: float) -> None:
         if not self.runtime.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:

@@ -239,10 +239,12 @@ class Starter:
         self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
     ) -> tuple[LiveExecution, LaunchSpec]:
         """Start the agent process; the caller records it (see :func:`record_spawn`)."""
-        spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
+        adapter = adapter_for(request.agent)
+        spec = build_launch(
+            self.runtime.workspace, request, self._base_env, self.runtime.redactor, adapter
+        )
         spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
         process = launch(spec, on_exit=self.runtime.wake)
-        adapter = adapter_for(request.agent)
         live = LiveExecution(
             execution_id=request.execution_id,
             task_key=task_key,

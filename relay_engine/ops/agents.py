@@ -79,7 +79,7 @@ def decide_agent_wait(
     agent_id = task.agent or ""
     agent = config.agent(agent_id)
     state = record_failure(session, agent, failure, now) if agent is not None else None
-    fleet = read_fleet(session)
+    fleet = read_fleet(session, config, now)
     choice = pick_agent(task, config.agents, fleet, now)
     if isinstance(choice, Selected) and choice.agent_id != agent_id:
         return AgentWait(agent_id, choice.agent_id, None, failure.reason, "")

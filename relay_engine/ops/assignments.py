@@ -218,6 +218,7 @@ def sync_agents(
         record.model_class = agent.model_class
         record.enabled = agent.enabled
         record.max_concurrent = agent.max_concurrent
+        record.account = agent.account
         record.updated_at = now
         session.add(record)
     engine = session.get(EngineRecord, engine_id) if engine_id else None

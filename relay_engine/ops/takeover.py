@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay_engine.agents.launch import account_vars
 from relay_engine.agents.takeover import TakeOverLine, interactive_argv, write_launcher
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.git.worktrees import MergeResult, WorkspaceError, Worktrees
@@ -52,9 +53,8 @@ def resume_line(store: Store, workspace: Path, config: RelayConfig, key: str) ->
     except WorkspaceError as error:
         raise Refused(f"cannot open the worktree of {key}: {error}") from None
     directory = workspace / ".relay" / "takeover" / job.id
-    return write_launcher(
-        directory, task.task_id, tree, interactive_argv(agent, session_id), agent.env
-    )
+    env = {**agent.env, **account_vars(workspace, agent)}  # the account's login, not yours
+    return write_launcher(directory, task.task_id, tree, interactive_argv(agent, session_id), env)
 
 
 def merge_handed_back(store: Store, workspace: Path, key: str) -> MergeResult | None:

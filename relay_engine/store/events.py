@@ -75,6 +75,7 @@ class EventKind(StrEnum):
 
     PROVIDER_LIMITED = "provider.limited"
     PROVIDER_RECOVERED = "provider.recovered"
+    PROVIDER_QUOTA = "provider.quota"  # an account crossed its watermark: nothing new starts
     AGENT_UNAVAILABLE = "agent.unavailable"
     AGENT_READY = "agent.ready"
     ASSIGNMENT_PINNED = "assignment.pinned"

@@ -17,10 +17,14 @@ from typing import Any
 from sqlalchemy import case, func
 from sqlmodel import Session, col, select
 
-from relay_engine.contracts.config import AgentConfig, RelayConfig
+from relay_engine.contracts.accounts import split_key
+from relay_engine.contracts.config import AgentConfig, ProviderConfig, RelayConfig
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.availability import READY, Availability, describe
 from relay_engine.core.budgets import Cap, Spend, judge
+from relay_engine.core.failures import FailureClass
+from relay_engine.core.quota import QuotaReading, Watermark, watermark, window_label
+from relay_engine.core.quota import QuotaWindow as Window
 from relay_engine.core.selection import FleetView
 from relay_engine.core.states import JobState, TaskState
 from relay_engine.core.waits import GateState, Wait, job_wait, task_wait
@@ -37,12 +41,14 @@ from relay_engine.store.schema import (
     Plan,
     ProviderLimit,
     PullRequest,
+    QuotaWindow,
     Review,
     Task,
 )
 from relay_engine.store.spend import agent_holds
 
 TEXT_KEPT = 1000
+DEFAULT_STOP_AT = ProviderConfig().stop_at  # with no relay.toml at hand
 """Errors and results are clipped in views (the detail screen reads them whole): 50,000
 tasks with agent-sized texts must not fill a console's memory."""
 CHUNK = 500
@@ -646,15 +652,105 @@ def read_task_detail(session: Session, key: str, *, runs: int = 8) -> TaskDetail
 # -- providers and agents -------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class LimitView:
+    """A usage limit on one account: ``provider`` and ``account`` ("" for the provider's
+    default account), ``key`` what tasks waiting on it name (``claude/work``)."""
+
     provider: str
     status: str
     reset_at: float | None
     source_text: str | None
+    account: str = ""
+    key: str = ""
 
 
 def read_limits(session: Session) -> list[LimitView]:
     rows = session.exec(select(ProviderLimit).order_by(col(ProviderLimit.provider)))
-    return [LimitView(r.provider, r.status, r.reset_at, r.source_text) for r in rows]
+    return [_limit_view(row) for row in rows]
+
+
+def _limit_view(row: ProviderLimit) -> LimitView:
+    provider, account = split_key(row.provider)  # the row's key is the account's
+    return LimitView(provider, row.status, row.reset_at, row.source_text, account, row.provider)
+
+
+# -- quota windows --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class QuotaView:
+    """One account's quota window, for a gauge: how full (``utilization`` 0..1, None when
+    the CLI has not said), which window (``label`` "five-hour"), when it resets, and whether
+    it holds new work back right now (``holding``, above ``stop_at``, until ``until``)."""
+
+    key: str
+    provider: str
+    account: str
+    window: str
+    label: str
+    status: str
+    utilization: float | None
+    resets_at: float | None
+    window_minutes: int | None
+    threshold: float | None
+    observed_at: float
+    stop_at: float
+    holding: bool = False
+    until: float | None = None
+    reason: str | None = None  # "claude/work at 96% of its five-hour window until 17:10"
+    agent: str | None = None
+
+
+def quota_windows(session: Session, keys: Iterable[str] | None = None) -> dict[str, list[Window]]:
+    """account key -> its windows as the decisions read them."""
+    query = select(QuotaWindow).order_by(col(QuotaWindow.key), col(QuotaWindow.window))
+    if keys is not None:
+        query = query.where(col(QuotaWindow.key).in_(sorted(set(keys))))
+    found: dict[str, list[Window]] = {}
+    for row in session.exec(query):
+        found.setdefault(row.key, []).append(_window(row))
+    return found
+
+
+def _window(row: QuotaWindow) -> Window:
+    reading = QuotaReading(
+        window=row.window, status=row.status, utilization=row.utilization,
+        resets_at=row.resets_at, window_minutes=row.window_minutes, threshold=row.threshold,
+        overage=row.overage,
+    )  # fmt: skip
+    return Window(row.key, reading, row.observed_at)
+
+
+def watermarks(session: Session, config: RelayConfig | None, now: float) -> dict[str, Watermark]:
+    """Accounts whose quota holds new work back at ``now`` (each at its own stop_at)."""
+    held = {}
+    for key, windows in quota_windows(session).items():
+        stop_at = config.stop_at(key) if config is not None else DEFAULT_STOP_AT
+        mark = watermark(windows, stop_at, now)
+        if mark is not None:
+            held[key] = mark
+    return held
+
+
+def read_quota(
+    session: Session, config: RelayConfig | None = None, now: float | None = None
+) -> list[QuotaView]:
+    """Every account's windows, by account and window (what a Providers-pane gauge reads)."""
+    rows = list(
+        session.exec(select(QuotaWindow).order_by(col(QuotaWindow.key), col(QuotaWindow.window)))
+    )
+    views = []
+    for row in rows:
+        stop_at = config.stop_at(row.key) if config is not None else DEFAULT_STOP_AT
+        mark = watermark([_window(row)], stop_at, now) if now is not None else None
+        views.append(
+            QuotaView(
+                key=row.key, provider=row.provider, account=row.account, window=row.window,
+                label=window_label(row.window), status=row.status, utilization=row.utilization,
+                resets_at=row.resets_at, window_minutes=row.window_minutes,
+                threshold=row.threshold, observed_at=row.observed_at, stop_at=stop_at,
+                holding=mark is not None, until=mark.until if mark else None,
+                reason=mark.reason if mark else None, agent=row.agent,
+            )
+        )  # fmt: skip
+    return views
 
 
 def limited_providers(session: Session) -> dict[str, float]:
@@ -691,12 +787,39 @@ def read_fleet(
     *,
     pins: Mapping[tuple[str, str, str], str] | None = None,
 ) -> FleetView:
-    """What agent selection decides on: limited providers, agents that cannot work (with
-    those whose daily budget is spent, when ``config`` and ``now`` are given), and pins."""
+    """What agent selection decides on: limited accounts, agents that cannot work (with
+    those whose daily budget is spent, and those sharing a named account's failed login,
+    when ``config`` and ``now`` are given), pins, and accounts over their watermark (when
+    ``now`` is given)."""
     availability = availability_map(session)
+    if config is not None:
+        availability = shared_logins(availability, config.agents)
     if config is not None and now is not None:
         availability |= agent_holds(session, config, now)
-    return FleetView(limited_providers(session), availability, pins or {})
+    held = watermarks(session, config, now) if now is not None else {}
+    return FleetView(limited_providers(session), availability, pins or {}, held)
+
+
+def shared_logins(
+    availability: Mapping[str, Availability], agents: Iterable[AgentConfig]
+) -> dict[str, Availability]:
+    """A login belongs to its account: when an agent of a named account is not logged in,
+    every agent of that account is not either (they share the CLI's config directory)."""
+    configured = list(agents)
+    by_key = {a.id: a.account_key for a in configured if a.account}
+    failed = {
+        by_key[agent_id]: state
+        for agent_id, state in availability.items()
+        if agent_id in by_key and state.status == FailureClass.AUTH
+    }
+    shared = dict(availability)
+    for agent in configured:
+        state = failed.get(by_key.get(agent.id, ""))
+        if state is not None and agent.id not in shared:
+            shared[agent.id] = Availability(
+                agent.id, state.status, state.reason, state.fix, state.until, state.failures
+            )
+    return shared
 
 
 def active_pins(session: Session, job_ids: Iterable[str]) -> dict[tuple[str, str, str], str]:
@@ -721,17 +844,29 @@ class AgentRow:
     until: float | None
     summary: str  # "ready", "not logged in", "unreachable, probing at 14:32"
     roles: tuple[str, ...] = field(default=())
+    account: str = ""  # its named account ("" for the provider's default)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "provider": self.provider,
+            "account": self.account or None,
             "enabled": self.enabled,
             "status": self.status,
             "reason": self.reason,
             "fix": self.fix,
             "until": self.until,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    id: str
+    provider: str
+    enabled: bool
+    roles: tuple[str, ...]
+    account: str
+    key: str
 
 
 def agent_rows(
@@ -743,42 +878,60 @@ def agent_rows(
 ) -> list[AgentRow]:
     """Every agent with its availability: ``agents`` from config, else as the last engine
     mirrored them (what a console on another host sees). With ``config``, an agent whose
-    daily budget (or its provider's) is spent shows status "budget"."""
+    daily budget (or its provider's or account's) is spent shows status "budget"; an agent
+    whose account is over its quota watermark shows status "quota"."""
     states = availability_map(session)
     limits = {
         row.provider: row
         for row in session.exec(select(ProviderLimit).where(ProviderLimit.status == "limited"))
         if (row.reset_at or 0.0) > now
     }
-    if agents is None:
-        listed = [
-            (r.id, r.provider, r.enabled, tuple(r.roles or ())) for r in known_agents(session)
-        ]
-    else:
-        listed = [(a.id, a.provider, a.enabled, tuple(a.roles)) for a in agents]
+    listed = _listed(session, agents)
+    if agents is not None:
+        states = shared_logins(states, agents)
     held = agent_holds(session, config, now) if config is not None else {}
+    marks = watermarks(session, config, now)
     rows = []
-    for agent_id, provider, enabled, roles in listed:
-        row = _agent_row(
-            agent_id, provider, enabled, states.get(agent_id), limits.get(provider), now
-        )
-        hold = held.get(agent_id)
+    for agent in listed:
+        state = states.get(agent.id)
+        row = _agent_row(agent.id, agent.provider, agent.enabled, state, limits.get(agent.key), now)
+        hold = held.get(agent.id)
         if hold is not None and row.status == READY:
             row = AgentRow(
-                agent_id, provider, enabled, "budget",
+                agent.id, agent.provider, agent.enabled, "budget",
                 reason=hold.reason,
                 fix="wait for midnight, or raise daily_budget_usd in relay.toml",
                 until=hold.until,
                 summary=f"daily budget spent until {format_time(hold.until)}",
             )  # fmt: skip
-        rows.append(_with_roles(row, roles))
+        mark = marks.get(agent.key)
+        if mark is not None and row.status == READY:
+            row = AgentRow(
+                agent.id, agent.provider, agent.enabled, "quota", reason=mark.reason,
+                fix="nothing to do: new work goes to another account, or waits for the reset",
+                until=mark.until, summary=mark.reason,
+            )  # fmt: skip
+        rows.append(_with_roles(row, agent.roles, agent.account))
     return rows
 
 
-def _with_roles(row: AgentRow, roles: tuple[str, ...]) -> AgentRow:
+def _listed(session: Session, agents: Iterable[AgentConfig] | None) -> list[_Listed]:
+    if agents is None:
+        return [
+            _Listed(r.id, r.provider, r.enabled, tuple(r.roles or ()), r.account or "",
+                    f"{r.provider}/{r.account}" if r.account else r.provider)
+            for r in known_agents(session)
+        ]  # fmt: skip
+    return [
+        _Listed(a.id, a.provider, a.enabled, tuple(a.roles), a.account or "", a.account_key)
+        for a in agents
+    ]
+
+
+def _with_roles(row: AgentRow, roles: tuple[str, ...], account: str = "") -> AgentRow:
     return AgentRow(
         row.id, row.provider, row.enabled, row.status, row.reason, row.fix, row.until,
-        row.summary, roles,
+        row.summary, roles, account,
     )  # fmt: skip
 
 

@@ -236,6 +236,7 @@ class Execution(SQLModel, table=True):
     attempt: int = 0
     agent: str | None = None
     provider: str | None = None
+    account: str | None = None  # the agent's named account (None: the provider's default)
     argv: list[str] = _json([])
     cwd: str | None = None
     pid: int | None = None
@@ -307,6 +308,7 @@ class AgentRecord(SQLModel, table=True):
     engine_id: str = Field(default="", primary_key=True)
     id: str = Field(primary_key=True)
     provider: str = "sim"
+    account: str | None = None
     roles: list[str] = _json([])
     model_class: str | None = None
     enabled: bool = True
@@ -315,6 +317,9 @@ class AgentRecord(SQLModel, table=True):
 
 
 class ProviderLimit(SQLModel, table=True):
+    """A usage limit on an account key: ``claude`` (the provider's default account, what
+    relay always kept here) or ``claude/work`` (a named one)."""
+
     __tablename__ = "relay_provider_limit"
     provider: str = Field(primary_key=True)
     status: str = "ok"
@@ -323,6 +328,26 @@ class ProviderLimit(SQLModel, table=True):
     detected_at: float | None = None
     consecutive_hits: int = 0
     updated_at: float = 0.0
+
+
+class QuotaWindow(SQLModel, table=True):
+    """How much of a plan's window an account has used, as its CLI last reported it
+    (claude's ``rate_limit_event``, codex's ``rate_limits``): what the watermark decision and
+    the console's gauges read."""
+
+    __tablename__ = "relay_quota_window"
+    key: str = Field(primary_key=True)  # the account key: "claude" or "claude/work"
+    window: str = Field(primary_key=True)  # five_hour | seven_day | seven_day_opus | …
+    provider: str = ""
+    account: str = ""
+    status: str = "allowed"  # allowed | allowed_warning | rejected
+    utilization: float | None = None  # 0..1; None when the CLI did not say
+    resets_at: float | None = None
+    window_minutes: int | None = None
+    threshold: float | None = None  # the warning threshold the CLI said was crossed
+    overage: str | None = None
+    agent: str | None = None  # whose run reported it last
+    observed_at: float = 0.0
 
 
 class Assignment(SQLModel, table=True):

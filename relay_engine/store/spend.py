@@ -63,21 +63,52 @@ def job_holds(session: Session, jobs: Iterable[Job]) -> dict[str, Hold]:
 
 
 def agent_holds(session: Session, config: RelayConfig, now: float) -> dict[str, Availability]:
-    """Agents that may not start anything today: their own daily budget, or their
-    provider's, is spent. Shaped like unavailable agents, so selection swaps or parks."""
+    """Agents that may not start anything today: their own daily budget, their account's
+    or their provider's (every account together) is spent. Shaped like unavailable agents,
+    so selection swaps or parks."""
     agent_caps = {a.id: a.daily_budget_usd for a in config.agents if a.daily_budget_usd is not None}
     provider_caps = {
         p: c.daily_budget_usd for p, c in config.providers.items() if c.daily_budget_usd is not None
     }
     held = daily_holds(session, agent_caps, Execution.agent, "agent", now)
     by_provider = daily_holds(session, provider_caps, Execution.provider, "provider", now)
+    by_account = account_holds(session, config, now)
     for agent in config.agents:
-        if agent.provider in by_provider and agent.id not in held:
-            held[agent.id] = by_provider[agent.provider]
+        if agent.id in held:
+            continue
+        hold = by_account.get(f"{agent.provider}/{agent.account}") or by_provider.get(
+            agent.provider
+        )
+        if hold is not None:
+            held[agent.id] = hold
     return {
         agent_id: Availability(agent_id, BUDGET, reason=hold.reason, until=hold.until)
         for agent_id, hold in held.items()
     }
+
+
+def account_holds(session: Session, config: RelayConfig, now: float) -> dict[str, Hold]:
+    """``provider/account`` -> its hold, for the accounts whose ``daily_budget_usd`` (in
+    ``[providers.X.accounts.NAME]``) today's spend reached."""
+    caps = {
+        f"{provider}/{name}": account.daily_budget_usd
+        for provider, settings in config.providers.items()
+        for name, account in settings.accounts.items()
+        if account.daily_budget_usd is not None
+    }
+    if not caps:
+        return {}
+    query = (
+        select(
+            Execution.provider, Execution.account, func.sum(func.coalesce(Execution.cost_usd, 0.0))
+        )
+        .where(
+            col(Execution.started_at) >= local_midnight(now), col(Execution.account).is_not(None)
+        )
+        .group_by(Execution.provider, Execution.account)
+    )
+    spent = {f"{p}/{a}": float(cost or 0) for p, a, cost in session.exec(query)}
+    return spent_caps(spent, caps, "account", now)
 
 
 def daily_holds(

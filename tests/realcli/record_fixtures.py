@@ -512,6 +512,12 @@ NEW_CLI_SCENARIOS = (
         stop_after=150.0,
         note="a session id this HOME never saw",
     ),
+    Scenario(
+        "opencode-offline-print-logs",
+        ("opencode", "run", "--format", "json", "--print-logs", "--log-level", "ERROR", PROMPT),
+        stop_after=20.0,
+        note="offline with relay's log flags: each failed attempt is a stderr line",
+    ),
     Scenario("opencode-unknown-flag", ("opencode", "run", "--relay-bogus-flag", PROMPT)),
     Scenario("opencode-help", ("opencode", "--help")),
     Scenario("opencode-run-help", ("opencode", "run", "--help")),

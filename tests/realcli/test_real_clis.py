@@ -1,9 +1,10 @@
 """relay against the real agent CLIs, installed from npm at the versions package.json pins.
 
-Run offline and logged out (each agent gets an empty HOME; codex is pointed at a refused
-loopback proxy, so the test means the same on a machine with network): claude and gemini
-must end `auth` and codex `unreachable` without using a task attempt, every task must
-then succeed on the `command` agent, and no CLI process may be left behind.
+Run offline and logged out (each agent gets an empty HOME; codex and opencode are pointed
+at a refused loopback proxy, so the test means the same on a machine with network): claude,
+gemini, qwen and copilot must end `auth` and codex and opencode `unreachable` without using
+a task attempt, every task must then succeed on the `command` agent, and no CLI process may
+be left behind.
 """
 
 from __future__ import annotations
@@ -21,14 +22,23 @@ from helpers import Workspace, executions, job_toml, jobs, run_until_idle, tasks
 
 HERE = Path(__file__).resolve().parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # npm ci, then three CLIs
-CLIS = ("claude", "codex", "gemini")
+CLIS = ("claude", "codex", "gemini", "qwen", "opencode", "copilot")
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "gemini": "@google/gemini-cli",
+    "qwen": "@qwen-code/qwen-code",
+    "opencode": "opencode-ai",
+    "copilot": "@github/copilot",
+}
 REFUSED_PROXY = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused
 CODEX_UNREACHABLE_WITHIN_S = 90.0
+OPENCODE_UNREACHABLE_WITHIN_S = 40.0  # it would retry for ~66 s; relay reads its log lines
 
 
 def real_agent(cli: str, bin_dir: Path, home: Path) -> dict[str, Any]:
     env = {"HOME": str(home)}
-    if cli == "codex":
+    if cli in ("codex", "opencode"):
         env |= {
             "HTTPS_PROXY": REFUSED_PROXY,
             "HTTP_PROXY": REFUSED_PROXY,
@@ -49,7 +59,9 @@ def git_repo(path: Path) -> Path:
     return path
 
 
-def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None:
+def test_real_clis_offline_and_logged_out(
+    cli_bin: Path, tmp_path: Path, realcli_latest: bool
+) -> None:
     versions = {
         cli: subprocess.run(
             [str(cli_bin / cli), "--version"],
@@ -61,9 +73,8 @@ def test_real_clis_offline_and_logged_out(cli_bin: Path, tmp_path: Path) -> None
         for cli in CLIS
     }
     pinned = json.loads((HERE / "package.json").read_text())["dependencies"]
-    assert pinned["@anthropic-ai/claude-code"] in versions["claude"]
-    assert pinned["@openai/codex"] in versions["codex"]
-    assert pinned["@google/gemini-cli"] in versions["gemini"]
+    for cli, package in PACKAGES.items():
+        assert realcli_latest or pinned[package] in versions[cli], (cli, versions[cli])
 
     home = tmp_path / "home"
     home.mkdir()
@@ -101,9 +112,11 @@ def check_outcome(workspace: Workspace, started: float, home: Path) -> None:
     assert {agent: run.outcome for agent, run in runs.items()} == {
         f"{cli}-main": "unavailable" for cli in CLIS
     }
-    codex = runs["codex-main"]
-    assert codex.ended_at is not None and codex.started_at is not None
-    assert codex.ended_at - codex.started_at < CODEX_UNREACHABLE_WITHIN_S
+    for cli, within in (("codex", CODEX_UNREACHABLE_WITHIN_S),
+                        ("opencode", OPENCODE_UNREACHABLE_WITHIN_S)):  # fmt: skip
+        run = runs[f"{cli}-main"]
+        assert run.ended_at is not None and run.started_at is not None
+        assert run.ended_at - run.started_at < within, cli
     agents = {a["id"]: a for a in workspace.status()["agents"]}
     assert agents["claude-main"]["status"] == "auth"
     assert agents["claude-main"]["reason"] == "Not logged in · Please run /login"
@@ -111,5 +124,11 @@ def check_outcome(workspace: Workspace, started: float, home: Path) -> None:
     assert agents["gemini-main"]["reason"].startswith("Please set an Auth method")
     assert agents["codex-main"]["status"] == "unreachable"
     assert "waiting for network" in agents["codex-main"]["reason"]
+    assert agents["qwen-main"]["status"] == "auth"
+    assert agents["qwen-main"]["reason"].startswith("No auth type is selected.")
+    assert agents["copilot-main"]["status"] == "auth"
+    assert agents["copilot-main"]["reason"] == "Error: No authentication information found."
+    assert agents["opencode-main"]["status"] == "unreachable"
+    assert "connect" in agents["opencode-main"]["reason"].lower()
     assert agents["worker"]["status"] == "ready"
     assert leftover_clis(started, home) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from relay_engine.agents.adapters.acp import AcpAdapter
 from relay_engine.agents.adapters.base import (
     Adapter,
     AgentReport,
@@ -15,28 +16,46 @@ from relay_engine.agents.adapters.base import (
 from relay_engine.agents.adapters.claude import ClaudeAdapter
 from relay_engine.agents.adapters.codex import CodexAdapter
 from relay_engine.agents.adapters.command import CommandAdapter, TextParser
+from relay_engine.agents.adapters.copilot import CopilotAdapter
 from relay_engine.agents.adapters.gemini import GeminiAdapter
+from relay_engine.agents.adapters.opencode import OpenCodeAdapter
+from relay_engine.agents.adapters.qwen import QwenAdapter
 from relay_engine.agents.adapters.sim import SimAdapter
+from relay_engine.contracts.config import PROVIDERS
 
-PROVIDERS = ("claude", "codex", "gemini", "command", "sim")
+ADAPTERS: dict[str, type[Adapter]] = {
+    "claude": ClaudeAdapter,
+    "codex": CodexAdapter,
+    "gemini": GeminiAdapter,
+    "opencode": OpenCodeAdapter,
+    "qwen": QwenAdapter,
+    "copilot": CopilotAdapter,
+    "acp": AcpAdapter,
+    "sim": SimAdapter,
+}
 STATE_PATHS = {
     cls.provider: (*cls.state_paths, *cls.state_files)
-    for cls in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
-}
+    for cls in (ClaudeAdapter, CodexAdapter, GeminiAdapter, OpenCodeAdapter, QwenAdapter,
+                CopilotAdapter)
+}  # fmt: skip
 """Where each CLI keeps its logins and sessions: an agent of one provider never sees
 another's (a claude agent has no business reading codex's tokens)."""
 
 __all__ = [
     "PROVIDERS",
     "STATE_PATHS",
+    "AcpAdapter",
     "Adapter",
     "AgentReport",
     "ClaudeAdapter",
     "CodexAdapter",
     "CommandAdapter",
+    "CopilotAdapter",
     "GeminiAdapter",
     "Invocation",
     "InvocationContext",
+    "OpenCodeAdapter",
+    "QwenAdapter",
     "SimAdapter",
     "StreamParser",
     "TextParser",
@@ -46,15 +65,12 @@ __all__ = [
 
 
 def get_adapter(provider: str, *, command_template: Sequence[str] | None = None) -> Adapter:
-    """Adapter for `provider`; "command" needs `command_template` (argv with placeholders)."""
-    if provider == "claude":
-        return ClaudeAdapter()
-    if provider == "codex":
-        return CodexAdapter()
-    if provider == "gemini":
-        return GeminiAdapter()
-    if provider == "sim":
-        return SimAdapter()
+    """A new adapter for `provider` (one per launch: the ACP adapter keeps its conversation);
+    "command" needs `command_template` (argv with placeholders)."""
+    if provider == "acp":
+        return AcpAdapter(tuple(command_template) if command_template else None)
+    if provider in ADAPTERS:
+        return ADAPTERS[provider]()
     if provider == "command":
         if not command_template:
             raise ValueError("provider 'command' needs a command_template")

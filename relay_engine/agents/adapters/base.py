@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from relay_engine.core.failures import AgentFailure, ExitEvidence, classify_event, classify_exit
 from relay_engine.core.limits import LimitSignal, detect_limit, detect_limit_in_event
+from relay_engine.core.quota import QuotaReading, readings_in_event
 
 LINE_CAP = 1024 * 1024  # longest stdout line kept; longer lines are dropped whole
 TEXT_HEAD = 16 * 1024
@@ -108,6 +109,7 @@ class AgentReport:
     last_progress: str | None = None
     turns_ended: int = 0  # results seen: a conversing CLI waits for more input after each
     denials: list[Denial] = field(default_factory=list)  # refused by the CLI itself
+    windows: tuple[QuotaReading, ...] = ()  # the account's quota windows, latest per window
 
 
 @runtime_checkable
@@ -146,7 +148,8 @@ class Adapter(Protocol):
     (writable inside the sandbox, hidden from every other provider's agents; missing folders
     are made, as the CLI would on its first run), ``state_env`` the variable that moves them
     all into one folder, ``state_read_only`` what in those folders stays read-only (settings
-    and instructions the operator's own sessions would run or obey), ``auth_env``
+    and instructions the operator's own sessions would run or obey), ``cache_paths`` what it
+    unpacks or downloads (writable, never moved, hidden from nobody), ``auth_env``
     the engine variables it gets (names or ``PREFIX*``), whether it needs the network to
     work, and whether it runs sandboxed unless told otherwise."""
 
@@ -156,6 +159,7 @@ class Adapter(Protocol):
     state_files: tuple[str, ...]
     state_env: str | None
     state_read_only: tuple[str, ...]
+    cache_paths: tuple[str, ...]
     auth_env: tuple[str, ...]
     needs_network: bool
     sandboxed_by_default: bool
@@ -406,6 +410,15 @@ class BaseParser:
         self._merge_limit(detect_limit_in_event(event, self.provider, now))
         if self._report.failure is None:
             self._report.failure = classify_event(event, self.provider)
+        self._note_windows(readings_in_event(event))
+
+    def _note_windows(self, readings: list[QuotaReading]) -> None:
+        """Keep the latest reading of each window (the reaper records them as they come)."""
+        if not readings:
+            return
+        latest = {reading.window: reading for reading in self._report.windows}
+        latest.update((reading.window, reading) for reading in readings)
+        self._report.windows = tuple(latest.values())
 
     def _cli_error(self, text: object) -> None:
         """Remember an error the CLI itself reported, for classifying the exit."""

@@ -49,6 +49,7 @@ class ClaudeAdapter:
     state_files = ("~/.claude.json",)
     # What the operator's own sessions, outside any sandbox, would run or obey.
     state_read_only = ("settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands")
+    cache_paths: tuple[str, ...] = ()
     state_env: str | None = (
         "CLAUDE_CONFIG_DIR"  # set: everything lives in that folder, .claude.json too
     )
@@ -151,7 +152,7 @@ class ClaudeParser(JsonLinesParser):
             )
         )
         self._report.last_progress = (
-            f"waiting: {_tool_progress({'name': tool, 'input': tool_input})}"
+            f"waiting: {tool_progress({'name': tool, 'input': tool_input})}"
         )
 
     def _assistant(self, event: dict) -> None:
@@ -170,13 +171,13 @@ class ClaudeParser(JsonLinesParser):
                 self._cli_error(self._last_text)
         for block in blocks:
             if block.get("type") == "tool_use":
-                self._report.last_progress = _tool_progress(block)
+                self._report.last_progress = tool_progress(block)
 
     def _result(self, event: dict) -> None:
         report = self._report
         self._has_result = True
         report.turns_ended += 1
-        report.denials = [*report.denials, *_denials(event.get("permission_denials"))]
+        report.denials = [*report.denials, *denials(event.get("permission_denials"), self.provider)]
         result = event.get("result")
         report.result_text = result if isinstance(result, str) else self._last_text
         report.result_data = extract_json(report.result_text)
@@ -206,7 +207,7 @@ class ClaudeParser(JsonLinesParser):
                 self._report.error = "no result event in the stream"
 
 
-def _tool_progress(block: dict) -> str | None:
+def tool_progress(block: dict) -> str | None:
     name = block.get("name") or "tool"
     tool_input = block.get("input")
     detail = ""
@@ -233,8 +234,8 @@ def _suggestion(suggestions: object) -> str | None:
     return None
 
 
-def _denials(entries: object) -> list[Denial]:
-    """``permission_denials`` of a result: what claude refused without asking anyone."""
+def denials(entries: object, cli: str = "claude") -> list[Denial]:
+    """``permission_denials`` of a result: what the CLI refused without asking anyone."""
     if not isinstance(entries, list):
         return []
     found = []
@@ -242,12 +243,12 @@ def _denials(entries: object) -> list[Denial]:
         if not isinstance(entry, dict):
             continue
         tool = str(entry.get("tool_name") or "tool")
-        summary = _tool_progress({"name": tool, "input": entry.get("tool_input")}) or tool
+        summary = tool_progress({"name": tool, "input": entry.get("tool_input")}) or tool
         refused = Denial(
             tool,
             summary.replace(": ", " ", 1),
             "cli",
-            "claude refused it",
+            f"{cli} refused it",
             entry.get("tool_use_id"),
         )
         found.append(refused)

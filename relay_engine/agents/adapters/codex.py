@@ -37,6 +37,7 @@ class CodexAdapter:
     state_files: tuple[str, ...] = ()
     state_env: str | None = "CODEX_HOME"
     state_read_only = ("config.toml", "AGENTS.md")
+    cache_paths: tuple[str, ...] = ()
     auth_env = ("OPENAI_*", "CODEX_*")
     needs_network = True
     sandboxed_by_default = True

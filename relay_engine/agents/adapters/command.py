@@ -38,6 +38,7 @@ class CommandAdapter:
     state_files: tuple[str, ...] = ()
     state_env: str | None = None
     state_read_only: tuple[str, ...] = ()
+    cache_paths: tuple[str, ...] = ()
     auth_env: tuple[str, ...] = ()
     needs_network = False  # tests and scripts: give it the network with network = "on"
     sandboxed_by_default = True

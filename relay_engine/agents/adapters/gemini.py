@@ -41,6 +41,7 @@ class GeminiAdapter:
     state_files: tuple[str, ...] = ()
     state_env: str | None = None
     state_read_only = ("settings.json", "GEMINI.md")
+    cache_paths: tuple[str, ...] = ()
     auth_env = (
         "GEMINI_*",
         "GOOGLE_API_KEY",

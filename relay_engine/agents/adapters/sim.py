@@ -21,6 +21,7 @@ class SimAdapter:
     state_files: tuple[str, ...] = ()
     state_env: str | None = None
     state_read_only: tuple[str, ...] = ()
+    cache_paths: tuple[str, ...] = ()
     auth_env: tuple[str, ...] = ()
     needs_network = False
     # relay's own test double, which runs no model and no tools; tests drive it to write
