@@ -18,7 +18,7 @@ from helpers import Workspace, events, job_toml, run_until_idle, sim
 from relay_engine.loop import notify
 from relay_engine.loop.notify import Destination, wanted
 
-KINDS = ["task.succeeded", "task.failed", "job.finished"]
+KINDS = ["task.succeeded", "task.failed", "job.finished", "job.blocked"]
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ def test_webhook_receives_each_chosen_event_once(workspace: Workspace) -> None:
         workspace.configure(notifications={"webhook": url, "on": KINDS})
         workspace.submit(two_task_job())
         run_until_idle(workspace.engine())
-        assert inbox.kinds() == Counter({"task.succeeded": 1, "task.failed": 1, "job.finished": 1})
+        assert inbox.kinds() == Counter({"task.succeeded": 1, "task.failed": 1, "job.blocked": 1})
         assert sorted(inbox.ids()) == notified_events(workspace)
         failed = next(b for b in inbox.bodies if b["kind"] == "task.failed")
         assert failed["task"] == "notified/bad"
@@ -148,7 +148,7 @@ def test_command_notifier_reads_each_event_on_stdin(sqlite_workspace: Workspace)
     run_until_idle(ws.engine())
     bodies = [json.loads(line) for line in received.read_text().splitlines()]
     assert Counter(b["kind"] for b in bodies) == Counter(
-        {"task.succeeded": 1, "task.failed": 1, "job.finished": 1}
+        {"task.succeeded": 1, "task.failed": 1, "job.blocked": 1}
     )
 
 

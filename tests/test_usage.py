@@ -183,7 +183,7 @@ def test_spend_prefers_the_clis_own_cost_and_never_charges_cached_tokens_twice()
 def test_pricing_section_overrides_and_extends_the_table(tmp_path: Path) -> None:
     from relay_engine.contracts.config import parse_config
 
-    text = '[pricing."gpt-5-codex"]\ninput = 2.0\noutput = 20.0\n[pricing.llama]\ninput = 0.1\noutput = 0.2\ncached = 0\n'
+    text = '[[agents]]\nid = "a"\nprovider = "sim"\n[pricing."gpt-5-codex"]\ninput = 2.0\noutput = 20.0\n[pricing.llama]\ninput = 0.1\noutput = 0.2\ncached = 0\n'
     prices = parse_config(text, tmp_path / "relay.toml").prices
     assert prices["gpt-5-codex"] == Price(2.0, 20.0, 2.0)  # no cached price: cached at input price
     assert prices["llama"] == Price(0.1, 0.2, 0.0)

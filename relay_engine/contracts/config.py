@@ -92,7 +92,11 @@ class _Strict(BaseModel):
 class NotificationConfig(_Strict):
     bell: bool = True
     toast: bool = True
-    on: tuple[str, ...] = ("task.failed", "job.finished", "provider.recovered")
+    # what an operator who left relay alone must hear of: done, stuck, or asked something
+    on: tuple[str, ...] = (
+        "task.failed", "job.finished", "job.blocked", "gate.held", "agent.needs_input",
+        "provider.recovered",
+    )  # fmt: skip
     webhook: str | None = Field(default=None, pattern=r"^https?://\S+$")
     command: Argv | None = None
 

@@ -73,15 +73,6 @@ def shared_directory(repo_path: str | None) -> str | None:
     return str(path.resolve())
 
 
-def work_scope(repo_path: str | None, job_id: str) -> str | None:
-    """The directory lock a task of the job holds while it runs: a plain directory's path;
-    for a job without a repository its own directory, named by the job (each engine keeps
-    that directory under its own workspace); None for git, where worktrees keep tasks apart."""
-    if not repo_path:
-        return f"job:{job_id}"
-    return shared_directory(repo_path)
-
-
 def git_lock(repo: Repo) -> threading.Lock:
     return _repo_locks[str(Path(repo.git_dir).resolve())]
 
@@ -300,10 +291,11 @@ class Worktrees:
         *,
         keep_work: bool = False,
     ) -> Path:
-        """A fresh worktree when the job's repo is a git repository; else the job's directory."""
+        """A fresh worktree when the job's repo is a git repository; else the job's plain
+        directory, or (a job without a repository) a folder of the task's own."""
         repo = open_repo(repo_path)
         if repo is None:
-            return self.directory_of(repo_path, job_id)
+            return self.directory_of(repo_path, job_id, task_id)
         return prepare_task_worktree(
             repo, self.root, job_id, task_id, base_branch, kind, keep_work=keep_work
         )
@@ -312,22 +304,25 @@ class Worktrees:
         """Where an operator takes a task over (see :func:`take_over_tree`)."""
         repo = open_repo(repo_path)
         if repo is None:
-            return self.directory_of(repo_path, job_id)
+            return self.directory_of(repo_path, job_id, task_id)
         with git_lock(repo):
             existing = self.root / job_id / task_id
             if (existing / ".git").exists():
                 return existing
         return take_over_tree(repo, self.root, job_id, task_id, base_branch)
 
-    def directory_of(self, repo_path: str | None, job_id: str) -> Path:
-        """Where a job that is not in git works: its plain directory, or for a job without a
-        repository a directory of its own. Never the workspace, where relay keeps its
-        database: an agent there could wreck it."""
+    def directory_of(self, repo_path: str | None, job_id: str, task_id: str | None = None) -> Path:
+        """Where a job that is not in git works: its plain directory (its tasks take turns
+        in it), or for a job without a repository a directory of its own,
+        ``.relay/jobs/<job>/work``, with a folder per task in it (scratch space: tasks run
+        side by side and none writes into another's; the planner reads them all). Never
+        the workspace, where relay keeps its database: an agent there could wreck it."""
         if repo_path:
             if not Path(repo_path).is_dir():
                 raise WorkspaceError(f"{repo_path}: the job's repository does not exist")
             return Path(repo_path)
         path = self.workspace / ".relay" / "jobs" / job_id / "work"
+        path = path / task_id if task_id else path
         path.mkdir(parents=True, exist_ok=True)
         return path
 

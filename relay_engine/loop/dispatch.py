@@ -26,7 +26,7 @@ from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_
 from relay_engine.core.scheduler import TaskFacts, plan_dispatch
 from relay_engine.core.selection import Selected
 from relay_engine.core.states import TaskState
-from relay_engine.git.worktrees import work_scope
+from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
 from relay_engine.store import spend
 from relay_engine.store.db import Store
@@ -111,7 +111,7 @@ def read_queue(
     queued = _top_of_queue(session, running, free) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
     jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
-    lock_dirs = {job_id: work_scope(job.repo_path, job_id) for job_id, job in jobs.items()}
+    lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
     pins = active_pins(session, job_ids)
     return QueueView(queued, running, jobs, pins, free=free, lock_dirs=lock_dirs)
 

@@ -289,7 +289,7 @@ class Starter:
                 keep_work=task.keep_work,
             )
             if job
-            else self.runtime.worktrees.directory_of(None, task.job_id)
+            else self.runtime.worktrees.directory_of(None, task.job_id, task.task_id)
         )
         return LaunchRequest(
             execution_id=claim.execution_id,

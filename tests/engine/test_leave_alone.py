@@ -144,11 +144,14 @@ def test_a_job_without_a_repo_works_in_a_directory_of_its_own(workspace: Workspa
     assert run_until_idle(workspace.engine()) is True
 
     own = workspace.path / ".relay" / "jobs" / "j" / "work"
-    assert {e.cwd for e in executions(store)} == {str(own)}
-    assert sorted(p.name for p in own.iterdir()) == ["a.txt", "b.txt", "c.txt"]
+    assert {e.task_key: e.cwd for e in executions(store)} == {
+        f"j/{name}": str(own / name) for name in "abc"
+    }
+    assert sorted(str(p.relative_to(own)) for p in own.glob("*/*")) == ["a/a.txt", "b/b.txt",
+                                                                       "c/c.txt"]  # fmt: skip
     assert not any((workspace.path / f"{name}.txt").exists() for name in "abc")
-    # One directory, like any plain directory: its tasks take turns in it.
-    assert occupancy_by_events(events(store)) == {"": 1}
+    # Scratch folders of their own: the tasks ran side by side, none in another's folder.
+    assert occupancy_by_events(events(store)) == {"": 3}
 
 
 def test_retrying_a_cancelled_task_brings_back_what_was_dropped_with_it(

@@ -209,12 +209,13 @@ async def test_double_enter_in_every_dialog_sends_once_and_never_crashes(tmp_pat
         )
         steps = (
             (None, ("q", "enter", "enter"), None),  # quit asks (agents run): enter is No
-            ("dd/run1", ("c", "y", "enter"), "cancel"),  # y answers; the enter lands on main
-            ("dd/run2", ("c", "tab", "enter", "enter"), "cancel"),  # tab to Yes, enter enter
+            ("dd/run2", ("c", "y", "enter"), "cancel"),  # y answers; the enter lands on main
             ("dd/wait", ("a", "enter", "enter"), "pin"),
             ("dd/wait", ("g", "tab", "enter", "enter"), "approve"),
             ("job:dd", ("C", "n", "enter"), None),
             ("dd/wait", ("p", *"split it", "enter", "enter"), "replan"),
+            # last: cancelling run1 drops wait, which needs it
+            ("dd/run1", ("c", "tab", "enter", "enter"), "cancel"),  # tab to Yes, enter enter
         )
         for row, keys, kind in steps:
             await back_to_main(pilot, app)
