@@ -10,7 +10,7 @@ import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -392,7 +392,7 @@ def agent_warnings(agents: Iterable[AgentConfig]) -> list[str]:
     return found
 
 
-def _field_path(loc: Iterable[int | str], data: dict) -> str:
+def _field_path(loc: Iterable[int | str], data: dict[str, Any]) -> str:
     parts: list[str] = []
     node: object = data
     for item in loc:

@@ -17,6 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class FailureClass(StrEnum):
@@ -182,7 +183,7 @@ def missing(provider: str, executable: str) -> AgentFailure:
 # --- structured signals -----------------------------------------------------------------------
 
 
-def classify_event(event: dict, provider: str) -> AgentFailure | None:
+def classify_event(event: dict[str, Any], provider: str) -> AgentFailure | None:
     """A failure one parsed stream event proves on its own; None for everything else.
 
     Recognised while the CLI runs, so relay can stop a CLI that would otherwise retry for
@@ -202,7 +203,7 @@ def classify_event(event: dict, provider: str) -> AgentFailure | None:
     return None
 
 
-def _claude_assistant_error(event: dict, provider: str) -> AgentFailure | None:
+def _claude_assistant_error(event: dict[str, Any], provider: str) -> AgentFailure | None:
     code = str(event.get("error"))
     text = _assistant_text(event) or code
     if code == "authentication_failed":
@@ -212,7 +213,7 @@ def _claude_assistant_error(event: dict, provider: str) -> AgentFailure | None:
     return None
 
 
-def _claude_retries_exhausted(event: dict) -> AgentFailure | None:
+def _claude_retries_exhausted(event: dict[str, Any]) -> AgentFailure | None:
     """Claude's connection retries (no HTTP status: the request never got an answer)."""
     attempt, most = event.get("attempt"), event.get("max_retries")
     if event.get("error_status") is not None or not isinstance(attempt, int):
@@ -222,7 +223,7 @@ def _claude_retries_exhausted(event: dict) -> AgentFailure | None:
     return None
 
 
-def _assistant_text(event: dict) -> str:
+def _assistant_text(event: dict[str, Any]) -> str:
     message = event.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):

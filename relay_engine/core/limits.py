@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 HEAD_BYTES = 16 * 1024
@@ -136,7 +137,9 @@ def detect_limit(text: str, provider: str, now: datetime) -> LimitSignal | None:
     return best_usage or best_rate
 
 
-def detect_limit_in_event(event: dict, provider: str, now: datetime) -> LimitSignal | None:
+def detect_limit_in_event(
+    event: dict[str, Any], provider: str, now: datetime
+) -> LimitSignal | None:
     """Recognise limits in one parsed JSON event of any supported CLI; None when it isn't one."""
     if not isinstance(event, dict):
         return None
@@ -178,7 +181,9 @@ def effective_reset(reset_at: float | None, now: float, consecutive_hits: int) -
 # --- event helpers --------------------------------------------------------------------------
 
 
-def _claude_rate_limit_event(event: dict, provider: str, now: datetime) -> LimitSignal | None:
+def _claude_rate_limit_event(
+    event: dict[str, Any], provider: str, now: datetime
+) -> LimitSignal | None:
     info = event.get("rate_limit_info")
     info = info if isinstance(info, dict) else event
     status = str(info.get("status") or "").lower()
@@ -193,7 +198,9 @@ def _claude_rate_limit_event(event: dict, provider: str, now: datetime) -> Limit
     return LimitSignal(provider, reset, source, "usage")
 
 
-def _claude_assistant_error(event: dict, provider: str, now: datetime) -> LimitSignal | None:
+def _claude_assistant_error(
+    event: dict[str, Any], provider: str, now: datetime
+) -> LimitSignal | None:
     text = _assistant_text(event)
     signal = _text_limit(text, provider, now)
     if signal is None and str(event.get("error")) == "rate_limit":
@@ -201,7 +208,7 @@ def _claude_assistant_error(event: dict, provider: str, now: datetime) -> LimitS
     return signal
 
 
-def _api_error(error: dict, provider: str, now: datetime) -> LimitSignal | None:
+def _api_error(error: dict[str, Any], provider: str, now: datetime) -> LimitSignal | None:
     dumped = json.dumps(error, ensure_ascii=False, default=str)
     signal = _text_limit(dumped.replace("\\n", "\n"), provider, now)
     status = str(error.get("status") or "")
@@ -218,7 +225,7 @@ def _text_limit(value: object, provider: str, now: datetime) -> LimitSignal | No
     return detect_limit(text, provider, now)
 
 
-def _assistant_text(event: dict) -> str:
+def _assistant_text(event: dict[str, Any]) -> str:
     message = event.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):

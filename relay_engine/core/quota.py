@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 WINDOW_NAMES = {300: "five_hour", 1440: "daily", 10080: "seven_day"}
 NO_RESET_HOLD_S = 15 * 60.0  # a window over its watermark that names no reset: look again then
@@ -55,7 +56,7 @@ class Watermark:
     reason: str  # "claude/work at 96% of its five-hour window until 17:10"
 
 
-def readings_in_event(event: dict) -> list[QuotaReading]:
+def readings_in_event(event: dict[str, Any]) -> list[QuotaReading]:
     """The quota windows one stream event reports; [] for any other event."""
     if not isinstance(event, dict):
         return []
@@ -67,7 +68,7 @@ def readings_in_event(event: dict) -> list[QuotaReading]:
     return _codex_readings(limits, _now_hint(event)) if limits is not None else []
 
 
-def _claude_reading(info: dict) -> QuotaReading | None:
+def _claude_reading(info: dict[str, Any]) -> QuotaReading | None:
     window = info.get("rateLimitType") or info.get("rate_limit_type")
     status = str(info.get("status") or "").lower()
     if not status or not window:
@@ -85,7 +86,7 @@ def _claude_reading(info: dict) -> QuotaReading | None:
     )
 
 
-def _find_rate_limits(event: dict) -> dict | None:
+def _find_rate_limits(event: dict[str, Any]) -> dict[str, Any] | None:
     """codex puts ``rate_limits`` on a token_count event, nested under ``msg``/``info``/
     ``payload`` depending on the channel; take it wherever it is."""
     for holder in (event, event.get("msg"), event.get("info"), event.get("payload")):
@@ -99,12 +100,12 @@ def _find_rate_limits(event: dict) -> dict | None:
     return None
 
 
-def _now_hint(event: dict) -> float | None:
+def _now_hint(event: dict[str, Any]) -> float | None:
     stamp = event.get("timestamp")
     return _epoch(stamp)
 
 
-def _codex_readings(limits: dict, now: float | None) -> list[QuotaReading]:
+def _codex_readings(limits: dict[str, Any], now: float | None) -> list[QuotaReading]:
     found = []
     for slot in ("primary", "secondary"):
         window = limits.get(slot)

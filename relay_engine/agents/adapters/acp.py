@@ -181,7 +181,9 @@ class AcpParser(JsonLinesParser):
         self._prompting = False
         self._chunks: list[str] = []
         self._last_text: str | None = None
-        self._asked: dict[str, tuple[Any, list[dict]]] = {}  # request -> (raw id, options)
+        self._asked: dict[
+            str, tuple[Any, list[dict[str, Any]]]
+        ] = {}  # request -> (raw id, options)
         self._meta_tokens: tuple[int | None, int | None] = (None, None)
 
     # -- what relay sends ---------------------------------------------------------------
@@ -216,7 +218,7 @@ class AcpParser(JsonLinesParser):
         return _line({"jsonrpc": "2.0", "id": raw_id, "result": {"outcome": outcome}})
 
     # -- what the agent says ------------------------------------------------------------
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         method = event.get("method")
         if isinstance(method, str):
             if event.get("id") is not None:
@@ -226,14 +228,14 @@ class AcpParser(JsonLinesParser):
         elif event.get("id") is not None and ("result" in event or "error" in event):
             self._response(event, now)
 
-    def _agent_request(self, event: dict, method: str) -> None:
+    def _agent_request(self, event: dict[str, Any], method: str) -> None:
         if method == "session/request_permission":
             self._permission(event)
             return
         error = {"code": METHOD_NOT_FOUND, "message": f"relay does not handle {method}"}
         self._outgoing.append(_line({"jsonrpc": "2.0", "id": event["id"], "error": error}))
 
-    def _permission(self, event: dict) -> None:
+    def _permission(self, event: dict[str, Any]) -> None:
         params = event.get("params") if isinstance(event.get("params"), dict) else {}
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
@@ -267,7 +269,7 @@ class AcpParser(JsonLinesParser):
             if isinstance(amount, int | float) and not isinstance(amount, bool):
                 self._report.cost_usd = float(amount)  # the session's so far
 
-    def _chunk(self, update: dict) -> None:
+    def _chunk(self, update: dict[str, Any]) -> None:
         content = update.get("content")
         text = content.get("text") if isinstance(content, dict) else None
         if isinstance(text, str) and text:
@@ -282,7 +284,7 @@ class AcpParser(JsonLinesParser):
                 add_tokens(outputs, usage.get("outputTokens")),
             )
 
-    def _response(self, event: dict, now: datetime) -> None:
+    def _response(self, event: dict[str, Any], now: datetime) -> None:
         purpose = self._pending.pop(event["id"], None) if isinstance(event["id"], int) else None
         if purpose is None:
             return
@@ -300,7 +302,7 @@ class AcpParser(JsonLinesParser):
         elif purpose == "session/prompt":
             self._prompt_done(result)
 
-    def _initialized(self, result: dict) -> None:
+    def _initialized(self, result: dict[str, Any]) -> None:
         capabilities = result.get("agentCapabilities")
         self._can_load = isinstance(capabilities, dict) and bool(capabilities.get("loadSession"))
         self._report.last_progress = "agent initialized"
@@ -310,7 +312,7 @@ class AcpParser(JsonLinesParser):
         else:
             self._send("session/new", params)
 
-    def _session_ready(self, purpose: str, result: dict) -> None:
+    def _session_ready(self, purpose: str, result: dict[str, Any]) -> None:
         session = result.get("sessionId") if purpose == "session/new" else self.plan.resume
         if not isinstance(session, str) or not session:
             self._end_with("the agent started no session", None)
@@ -320,7 +322,7 @@ class AcpParser(JsonLinesParser):
         if not self._set_mode(result):
             self._maybe_prompt()
 
-    def _set_mode(self, result: dict) -> bool:
+    def _set_mode(self, result: dict[str, Any]) -> bool:
         """Switch to the mode ``access`` asks for, when the agent offers one; True when a
         request went out (the prompt follows its answer)."""
         change = mode_change(result, self.plan.access)
@@ -330,7 +332,7 @@ class AcpParser(JsonLinesParser):
         self._send(method, {"sessionId": self._session, **params})
         return True
 
-    def _prompt_done(self, result: dict) -> None:
+    def _prompt_done(self, result: dict[str, Any]) -> None:
         report = self._report
         self._prompting = False
         report.turns_ended += 1
@@ -345,7 +347,7 @@ class AcpParser(JsonLinesParser):
             report.error = f"the agent's turn ended: {stop}"
         self._maybe_prompt()
 
-    def _tokens(self, result: dict) -> None:
+    def _tokens(self, result: dict[str, Any]) -> None:
         report = self._report
         usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
         meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
@@ -361,7 +363,7 @@ class AcpParser(JsonLinesParser):
         elif self._meta_tokens != (None, None):  # qwen
             report.input_tokens, report.output_tokens = self._meta_tokens
 
-    def _failed(self, purpose: str, error: dict, now: datetime) -> None:
+    def _failed(self, purpose: str, error: dict[str, Any], now: datetime) -> None:
         """An error answer: the agent's login, network or session, or the task's failure."""
         message = str(error.get("message") or f"{purpose} failed")
         self._cli_error(message)
@@ -393,7 +395,7 @@ class AcpParser(JsonLinesParser):
             report.error = "the agent exited before its turn ended"
 
 
-def tool_of(call: dict) -> tuple[str, dict[str, Any]]:
+def tool_of(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """relay's name for an ACP tool call (so ``Bash(npm test:*)`` rules match every agent's
     shell) and the input its rules read: the command, the file, the URL."""
     raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
@@ -414,7 +416,7 @@ def tool_of(call: dict) -> tuple[str, dict[str, Any]]:
     return str(tool or meta.get("toolName") or title or "tool"), dict(raw)
 
 
-def _path_of(call: dict, raw: dict) -> str:
+def _path_of(call: dict[str, Any], raw: dict[str, Any]) -> str:
     for key in ("file_path", "filePath", "path", "abs_path"):
         if isinstance(raw.get(key), str):
             return raw[key]
@@ -426,7 +428,7 @@ def _path_of(call: dict, raw: dict) -> str:
     return str(call.get("title") or "")
 
 
-def mode_change(result: dict, access: str) -> tuple[str, dict[str, Any]] | None:
+def mode_change(result: dict[str, Any], access: str) -> tuple[str, dict[str, Any]] | None:
     """The request that puts a new session in the mode matching ``access``: ``session/
     set_mode`` for ``modes``, ``session/set_config_option`` for a ``mode`` config option
     (opencode), copilot's ``allow_all`` option for full access; None when nothing to do."""

@@ -312,7 +312,7 @@ def _last_object(text: str) -> tuple[int, object] | None:
     return found
 
 
-def parse_json_line(line: str) -> list[dict]:
+def parse_json_line(line: str) -> list[dict[str, Any]]:
     """Events on one JSONL line. A line that is not JSON may still hold events spliced into it
     (Claude Code has written rate_limit_event in the middle of another line)."""
     stripped = line.strip()
@@ -325,9 +325,9 @@ def parse_json_line(line: str) -> list[dict]:
     return [value] if isinstance(value, dict) else []
 
 
-def _salvage_events(line: str) -> list[dict]:
+def _salvage_events(line: str) -> list[dict[str, Any]]:
     decoder = json.JSONDecoder()
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     index = line.find('{"type"', 1)
     for _ in range(8):
         if index == -1:
@@ -406,7 +406,7 @@ class BaseParser:
     def _complete(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
         """Provider hook: turn what was streamed into the final result."""
 
-    def _event_limit(self, event: dict, now: datetime) -> None:
+    def _event_limit(self, event: dict[str, Any], now: datetime) -> None:
         self._merge_limit(detect_limit_in_event(event, self.provider, now))
         if self._report.failure is None:
             self._report.failure = classify_event(event, self.provider)
@@ -493,5 +493,5 @@ class JsonLinesParser(BaseParser):
     def _plain_is_progress(self) -> bool:
         return True
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         raise NotImplementedError

@@ -117,7 +117,7 @@ class ClaudeParser(JsonLinesParser):
     def _plain_is_progress(self) -> bool:
         return not self._has_result
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         kind = event.get("type")
         report = self._report
         if isinstance(event.get("session_id"), str) and event["session_id"]:
@@ -134,7 +134,7 @@ class ClaudeParser(JsonLinesParser):
             self._control_request(event)
         self._event_limit(event, now)
 
-    def _control_request(self, event: dict) -> None:
+    def _control_request(self, event: dict[str, Any]) -> None:
         request = event.get("request")
         if not isinstance(request, dict) or request.get("subtype") != "can_use_tool":
             return
@@ -155,7 +155,7 @@ class ClaudeParser(JsonLinesParser):
             f"waiting: {tool_progress({'name': tool, 'input': tool_input})}"
         )
 
-    def _assistant(self, event: dict) -> None:
+    def _assistant(self, event: dict[str, Any]) -> None:
         message = event.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
@@ -173,7 +173,7 @@ class ClaudeParser(JsonLinesParser):
             if block.get("type") == "tool_use":
                 self._report.last_progress = tool_progress(block)
 
-    def _result(self, event: dict) -> None:
+    def _result(self, event: dict[str, Any]) -> None:
         report = self._report
         self._has_result = True
         report.turns_ended += 1
@@ -207,7 +207,7 @@ class ClaudeParser(JsonLinesParser):
                 self._report.error = "no result event in the stream"
 
 
-def tool_progress(block: dict) -> str | None:
+def tool_progress(block: dict[str, Any]) -> str | None:
     name = block.get("name") or "tool"
     tool_input = block.get("input")
     detail = ""

@@ -9,6 +9,7 @@ events carry stream-level failures such as a usage limit.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
     Invocation,
@@ -72,7 +73,7 @@ class CodexParser(JsonLinesParser):
         super().__init__()
         self._last_message: str | None = None
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         kind = event.get("type")
         report = self._report
         if kind == "thread.started" and isinstance(event.get("thread_id"), str):

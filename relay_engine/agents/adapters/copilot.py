@@ -17,6 +17,7 @@ where a deny wins even over ``--allow-all-tools``. The asking channel is ACP (``
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
     Denial,
@@ -98,7 +99,7 @@ class CopilotParser(JsonLinesParser):
         self._last_text: str | None = None
         self._has_result = False
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         if event.get("ephemeral"):
             return
         kind = event.get("type")
@@ -117,13 +118,13 @@ class CopilotParser(JsonLinesParser):
         if isinstance(data.get("model"), str) and not data["model"].startswith("$"):
             self._report.model = data["model"]
 
-    def _message(self, data: dict) -> None:
+    def _message(self, data: dict[str, Any]) -> None:
         content = data.get("content")
         if isinstance(content, str) and content.strip():
             self._last_text = content
             self._report.last_progress = first_line(content)
 
-    def _tool_done(self, data: dict) -> None:
+    def _tool_done(self, data: dict[str, Any]) -> None:
         error = data.get("error") if isinstance(data.get("error"), dict) else {}
         if data.get("success") is False and error.get("code") == "denied":
             tool = str(data.get("toolName") or "tool")
@@ -134,7 +135,7 @@ class CopilotParser(JsonLinesParser):
                        data.get("toolCallId")),
             ]  # fmt: skip
 
-    def _session_error(self, data: dict, now: datetime) -> None:
+    def _session_error(self, data: dict[str, Any], now: datetime) -> None:
         report = self._report
         message = str(data.get("message") or data.get("errorType") or "session error")
         report.is_error = True
@@ -144,7 +145,7 @@ class CopilotParser(JsonLinesParser):
             self._merge_limit(LimitSignal(self.provider, None, message[:300], "rate"))
         self._event_limit({"type": "error", "message": message}, now)
 
-    def _result(self, event: dict) -> None:
+    def _result(self, event: dict[str, Any]) -> None:
         report = self._report
         self._has_result = True
         report.turns_ended += 1

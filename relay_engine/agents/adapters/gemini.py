@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
     BaseParser,
@@ -89,7 +90,7 @@ class GeminiParser(BaseParser):
         for event in parse_json_line(line):
             self._stream_event(event, now)
 
-    def _stream_event(self, event: dict, now: datetime) -> None:
+    def _stream_event(self, event: dict[str, Any], now: datetime) -> None:
         kind = event.get("type")
         report = self._report
         session = event.get("session_id") or event.get("sessionId")
@@ -130,7 +131,7 @@ class GeminiParser(BaseParser):
             report.result_text = text.strip() or None
         report.result_data = extract_json(report.result_text)
 
-    def _apply_payload(self, payload: dict, now: datetime) -> None:
+    def _apply_payload(self, payload: dict[str, Any], now: datetime) -> None:
         report = self._report
         response = payload.get("response")
         if isinstance(response, str):
@@ -163,7 +164,7 @@ class GeminiParser(BaseParser):
             if key in stats:
                 report.output_tokens = add_tokens(None, stats[key])
 
-    def _apply_model_tokens(self, models: dict) -> None:
+    def _apply_model_tokens(self, models: dict[str, Any]) -> None:
         """Sum over models; thinking tokens count as output (they are billed as output).
         The model that read the most tokens names the run."""
         inputs: int | None = None
@@ -183,13 +184,13 @@ class GeminiParser(BaseParser):
         report.model = heaviest[1] or report.model
 
 
-def _stderr_error(stderr: str) -> dict | None:
+def _stderr_error(stderr: str) -> dict[str, Any] | None:
     """The `{"session_id", "error": {...}}` object gemini prints on stderr when it fails."""
     message = gemini_error_message(stderr)
     return {"error": {"message": message}} if message else None
 
 
-def _single_object(text: str) -> dict | None:
+def _single_object(text: str) -> dict[str, Any] | None:
     """The CLI's one JSON object, tolerating log lines printed before it."""
     stripped = text.strip()
     if not stripped:
@@ -201,7 +202,7 @@ def _single_object(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _object_after_noise(text: str) -> dict | None:
+def _object_after_noise(text: str) -> dict[str, Any] | None:
     decoder = json.JSONDecoder()
     index = 0 if text.startswith("{") else text.find("\n{")
     while index != -1:

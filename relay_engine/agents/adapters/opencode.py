@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
     Denial,
@@ -90,7 +91,7 @@ class OpenCodeParser(JsonLinesParser):
         self._stopped = False  # a step finished with reason "stop": the agent was done
         self._rejected: str | None = None  # a tool call run auto-rejected
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         kind = event.get("type")
         part = event.get("part") if isinstance(event.get("part"), dict) else {}
         if isinstance(event.get("sessionID"), str) and event["sessionID"]:
@@ -107,7 +108,7 @@ class OpenCodeParser(JsonLinesParser):
         elif kind == "error":
             self._error(event.get("error"), now)
 
-    def _tool(self, part: dict) -> None:
+    def _tool(self, part: dict[str, Any]) -> None:
         state = part.get("state") if isinstance(part.get("state"), dict) else {}
         block = {"name": part.get("tool") or "tool", "input": state.get("input")}
         shown = self._report.last_progress = tool_progress(block)
@@ -119,7 +120,7 @@ class OpenCodeParser(JsonLinesParser):
                              part.get("callID"))  # fmt: skip
             self._report.denials = [*self._report.denials, refused]
 
-    def _step(self, part: dict) -> None:
+    def _step(self, part: dict[str, Any]) -> None:
         report = self._report
         tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
         cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import Any
 
 from relay_engine.agents.adapters.base import (
     Invocation,
@@ -100,7 +101,7 @@ class QwenParser(ClaudeParser):
         self._now = now
         super().feed(chunk, now)
 
-    def _event(self, event: dict, now: datetime) -> None:
+    def _event(self, event: dict[str, Any], now: datetime) -> None:
         super()._event(event, now)
         if event.get("type") == "result" and isinstance(event.get("error"), dict):
             message = event["error"].get("message")
