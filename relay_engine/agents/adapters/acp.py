@@ -38,6 +38,7 @@ from relay_engine.agents.adapters.base import (
     ToolAnswer,
     ToolRequest,
     add_tokens,
+    as_object,
     clean_progress,
     extract_json,
     first_line,
@@ -236,8 +237,8 @@ class AcpParser(JsonLinesParser):
         self._outgoing.append(_line({"jsonrpc": "2.0", "id": event["id"], "error": error}))
 
     def _permission(self, event: dict[str, Any]) -> None:
-        params = event.get("params") if isinstance(event.get("params"), dict) else {}
-        call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        params = as_object(event.get("params"))
+        call = as_object(params.get("toolCall"))
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         tool, tool_input = tool_of(call)
         request_id = str(event["id"])
@@ -292,7 +293,7 @@ class AcpParser(JsonLinesParser):
         if isinstance(error, dict):
             self._failed(purpose, error, now)
             return
-        result = event.get("result") if isinstance(event.get("result"), dict) else {}
+        result = as_object(event.get("result"))
         if purpose == "initialize":
             self._initialized(result)
         elif purpose in ("session/new", "session/load"):
@@ -350,9 +351,9 @@ class AcpParser(JsonLinesParser):
     def _tokens(self, result: dict[str, Any]) -> None:
         report = self._report
         usage = result.get("usage") if isinstance(result.get("usage"), dict) else None
-        meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
-        quota = meta.get("quota") if isinstance(meta.get("quota"), dict) else {}
-        counted = quota.get("token_count") if isinstance(quota.get("token_count"), dict) else {}
+        meta = as_object(result.get("_meta"))
+        quota = as_object(meta.get("quota"))
+        counted = as_object(quota.get("token_count"))
         if usage is not None:
             report.input_tokens = add_tokens(report.input_tokens, usage.get("inputTokens"))
             report.output_tokens = add_tokens(report.output_tokens, usage.get("outputTokens"))
@@ -398,7 +399,7 @@ class AcpParser(JsonLinesParser):
 def tool_of(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """relay's name for an ACP tool call (so ``Bash(npm test:*)`` rules match every agent's
     shell) and the input its rules read: the command, the file, the URL."""
-    raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
+    raw = as_object(call.get("rawInput"))
     title = call.get("title") if isinstance(call.get("title"), str) else ""
     kind = call.get("kind")
     tool = _KINDS.get(kind) if isinstance(kind, str) else None
@@ -412,19 +413,21 @@ def tool_of(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return tool, {"file_path": _path_of(call, raw)}
     if tool == "WebFetch":
         return tool, {"url": raw.get("url") or title}
-    meta = call.get("_meta") if isinstance(call.get("_meta"), dict) else {}
+    meta = as_object(call.get("_meta"))
     return str(tool or meta.get("toolName") or title or "tool"), dict(raw)
 
 
 def _path_of(call: dict[str, Any], raw: dict[str, Any]) -> str:
     for key in ("file_path", "filePath", "path", "abs_path"):
-        if isinstance(raw.get(key), str):
-            return raw[key]
+        value = raw.get(key)
+        if isinstance(value, str):
+            return value
     locations = call.get("locations")
     if isinstance(locations, list):
         for location in locations:
-            if isinstance(location, dict) and isinstance(location.get("path"), str):
-                return location["path"]
+            path = location.get("path") if isinstance(location, dict) else None
+            if isinstance(path, str):
+                return path
     return str(call.get("title") or "")
 
 
@@ -433,7 +436,7 @@ def mode_change(result: dict[str, Any], access: str) -> tuple[str, dict[str, Any
     set_mode`` for ``modes``, ``session/set_config_option`` for a ``mode`` config option
     (opencode), copilot's ``allow_all`` option for full access; None when nothing to do."""
     wanted = MODE_WANTED[access]
-    modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+    modes = as_object(result.get("modes"))
     for mode in modes.get("availableModes") or []:
         if isinstance(mode, dict) and wanted.search(f"{mode.get('id')} {mode.get('name')}"):
             if mode.get("id") == modes.get("currentModeId"):

@@ -279,7 +279,8 @@ def extract_json(text: str | None) -> object | None:
     if not text or not text.strip():
         return None
     try:
-        return json.loads(text)
+        parsed: object = json.loads(text)
+        return parsed
     except (ValueError, RecursionError):
         pass
     window = text[-_JSON_SCAN_MAX:]
@@ -341,6 +342,11 @@ def _salvage_events(line: str) -> list[dict[str, Any]]:
             events.append(value)
         index = line.find('{"type"', end)
     return events
+
+
+def as_object(value: object) -> dict[str, Any]:
+    """A JSON object's fields; {} for anything else (a missing key, null, a list, a string)."""
+    return value if isinstance(value, dict) else {}
 
 
 def as_int(value: object) -> int | None:

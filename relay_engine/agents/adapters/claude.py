@@ -26,6 +26,7 @@ from relay_engine.agents.adapters.base import (
     ToolAnswer,
     ToolRequest,
     add_tokens,
+    as_object,
     clean_progress,
     extract_json,
     first_line,
@@ -139,7 +140,7 @@ class ClaudeParser(JsonLinesParser):
         if not isinstance(request, dict) or request.get("subtype") != "can_use_tool":
             return
         tool = str(request.get("tool_name") or "tool")
-        tool_input = request.get("input") if isinstance(request.get("input"), dict) else {}
+        tool_input = as_object(request.get("input"))
         self._requests.append(
             ToolRequest(
                 request_id=str(event.get("request_id") or ""),

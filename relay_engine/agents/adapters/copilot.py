@@ -24,6 +24,7 @@ from relay_engine.agents.adapters.base import (
     Invocation,
     InvocationContext,
     JsonLinesParser,
+    as_object,
     clean_progress,
     extract_json,
     first_line,
@@ -103,7 +104,7 @@ class CopilotParser(JsonLinesParser):
         if event.get("ephemeral"):
             return
         kind = event.get("type")
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = as_object(event.get("data"))
         if kind == "assistant.message":
             self._message(data)
         elif kind == "tool.execution_start":
@@ -125,7 +126,7 @@ class CopilotParser(JsonLinesParser):
             self._report.last_progress = first_line(content)
 
     def _tool_done(self, data: dict[str, Any]) -> None:
-        error = data.get("error") if isinstance(data.get("error"), dict) else {}
+        error = as_object(data.get("error"))
         if data.get("success") is False and error.get("code") == "denied":
             tool = str(data.get("toolName") or "tool")
             message = str(error.get("message") or "denied")

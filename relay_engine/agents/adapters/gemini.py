@@ -170,7 +170,7 @@ class GeminiParser(BaseParser):
         inputs: int | None = None
         outputs: int | None = None
         cached: int | None = None
-        heaviest = (-1, None)
+        heaviest: tuple[int, str | None] = (-1, None)
         for name, model in models.items():
             tokens = model.get("tokens") if isinstance(model, dict) else None
             if isinstance(tokens, dict):

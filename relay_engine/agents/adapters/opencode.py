@@ -25,6 +25,7 @@ from relay_engine.agents.adapters.base import (
     InvocationContext,
     JsonLinesParser,
     add_tokens,
+    as_object,
     clean_progress,
     extract_json,
     first_line,
@@ -93,7 +94,7 @@ class OpenCodeParser(JsonLinesParser):
 
     def _event(self, event: dict[str, Any], now: datetime) -> None:
         kind = event.get("type")
-        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        part = as_object(event.get("part"))
         if isinstance(event.get("sessionID"), str) and event["sessionID"]:
             self._report.session_id = event["sessionID"]
         if kind == "text" and isinstance(part.get("text"), str):
@@ -109,7 +110,7 @@ class OpenCodeParser(JsonLinesParser):
             self._error(event.get("error"), now)
 
     def _tool(self, part: dict[str, Any]) -> None:
-        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        state = as_object(part.get("state"))
         block = {"name": part.get("tool") or "tool", "input": state.get("input")}
         shown = self._report.last_progress = tool_progress(block)
         error = state.get("error")
@@ -122,8 +123,8 @@ class OpenCodeParser(JsonLinesParser):
 
     def _step(self, part: dict[str, Any]) -> None:
         report = self._report
-        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        tokens = as_object(part.get("tokens"))
+        cache = as_object(tokens.get("cache"))
         report.input_tokens = add_tokens(report.input_tokens, tokens.get("input"))
         report.input_tokens = add_tokens(report.input_tokens, cache.get("read"))
         report.output_tokens = add_tokens(report.output_tokens, tokens.get("output"))
@@ -140,9 +141,9 @@ class OpenCodeParser(JsonLinesParser):
         """The final error of a request opencode gave up on: a 429 is a limit, 401/403 a
         login, "Cannot connect to API" the network; anything else fails the attempt."""
         report = self._report
-        data = error.get("data") if isinstance(error, dict) else None
-        data = data if isinstance(data, dict) else {}
-        message = str(data.get("message") or (error or {}).get("name") or "error")  # type: ignore[union-attr]
+        fields = as_object(error)
+        data = as_object(fields.get("data"))
+        message = str(data.get("message") or fields.get("name") or "error")
         status = data.get("statusCode")
         report.is_error = True
         report.error = report.last_progress = clean_progress(message)
