@@ -151,16 +151,30 @@ class Adapter(Protocol):
     and instructions the operator's own sessions would run or obey), ``cache_paths`` what it
     unpacks or downloads (writable, never moved, hidden from nobody), ``auth_env``
     the engine variables it gets (names or ``PREFIX*``), whether it needs the network to
-    work, and whether it runs sandboxed unless told otherwise."""
+    work, and whether it runs sandboxed unless told otherwise. Those the sandbox reads are
+    read-only: a class attribute gives them, or a property (the ACP adapter's are its CLI's)."""
 
     provider: str
     supports_resume: bool
-    state_paths: tuple[str, ...]
-    state_files: tuple[str, ...]
-    state_env: str | None
-    state_read_only: tuple[str, ...]
-    cache_paths: tuple[str, ...]
-    auth_env: tuple[str, ...]
+
+    @property
+    def state_paths(self) -> tuple[str, ...]: ...
+
+    @property
+    def state_files(self) -> tuple[str, ...]: ...
+
+    @property
+    def state_env(self) -> str | None: ...
+
+    @property
+    def state_read_only(self) -> tuple[str, ...]: ...
+
+    @property
+    def cache_paths(self) -> tuple[str, ...]: ...
+
+    @property
+    def auth_env(self) -> tuple[str, ...]: ...
+
     needs_network: bool
     sandboxed_by_default: bool
 
