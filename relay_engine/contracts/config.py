@@ -10,7 +10,7 @@ import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import (
     AfterValidator,
@@ -40,6 +40,11 @@ Provider = Literal[
     "claude", "codex", "gemini", "opencode", "qwen", "copilot", "acp", "command", "sim"
 ]
 KNOWN_ROLES = ("planner", "implementer", "reviewer", "assessor", "tester", "troubleshooter")
+
+
+def is_provider(name: str) -> TypeGuard[Provider]:
+    """A provider relay knows (an account key's first part may name any)."""
+    return name in PROVIDERS
 
 
 class ConfigError(ValueError):
@@ -341,7 +346,7 @@ class RelayConfig(_Strict):
     def stop_at(self, key: str) -> float:
         """The watermark of an account key: its own, else its provider's, else 0.95."""
         provider, account = split_key(key)
-        settings = self.providers.get(provider)  # type: ignore[call-overload]
+        settings = self.providers.get(provider) if is_provider(provider) else None
         if settings is None:
             return ProviderConfig().stop_at
         own = settings.accounts.get(account) if account else None

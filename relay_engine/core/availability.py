@@ -47,7 +47,8 @@ def is_probing(state: Availability | None, now: float) -> bool:
 
 def probe_delay(failures: int) -> float:
     """30 s after the first unreachable run, doubling per consecutive one, at most 10 min."""
-    return min(PROBE_FIRST_S * 2 ** max(failures - 1, 0), PROBE_MAX_S)
+    doublings: int = 2 ** max(failures - 1, 0)  # int ** int is Any to mypy (negative: float)
+    return min(PROBE_FIRST_S * doublings, PROBE_MAX_S)
 
 
 def after_failure(current: Availability | None, failure: AgentFailure, now: float) -> Availability:

@@ -95,8 +95,9 @@ def _find_rate_limits(event: dict[str, Any]) -> dict[str, Any] | None:
             if isinstance(found, dict):
                 return found
             inner = holder.get("info")
-            if isinstance(inner, dict) and isinstance(inner.get("rate_limits"), dict):
-                return inner["rate_limits"]
+            nested = inner.get("rate_limits") if isinstance(inner, dict) else None
+            if isinstance(nested, dict):
+                return nested
     return None
 
 
