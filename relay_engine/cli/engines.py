@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from relay_engine.cli.output import console, open_store
@@ -52,7 +53,7 @@ def cmd_engines(args: argparse.Namespace, store: Store) -> int:
 def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("engine", "host", "pid", "started", "heartbeat", "state", "running", "agents"):
-        justify = "right" if column in ("pid", "heartbeat", "running") else "left"
+        justify: JustifyMethod = "right" if column in ("pid", "heartbeat", "running") else "left"
         table.add_column(column, justify=justify, no_wrap=column in ("engine", "started"))
     for row in rows:
         state = row.state if row.why_gone != "silent" else "gone (silent)"

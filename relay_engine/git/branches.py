@@ -31,7 +31,7 @@ class MergePreview:
 
 def _run(repo: Repo, *args: str) -> tuple[int, str, str]:
     """``git args`` with its exit status; only a failure to run git at all raises."""
-    status, out, err = repo.git.execute(  # type: ignore[call-overload]
+    status, out, err = repo.git.execute(
         ["git", *RELAY_IDENTITY, *args], with_extended_output=True, with_exceptions=False
     )
     return int(status), str(out), str(err)

@@ -36,7 +36,7 @@ class Diff:
 def _cut_point(repo: Repo, branch: str) -> str | None:
     """The commit ``branch`` was last (re)created from, per its reflog."""
     try:
-        log = repo.git.reflog("show", "--format=%H %gs", f"refs/heads/{branch}", "--")
+        log: str = repo.git.reflog("show", "--format=%H %gs", f"refs/heads/{branch}", "--")
     except GitCommandError:
         return None
     for line in log.splitlines():  # newest first

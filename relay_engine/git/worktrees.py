@@ -79,7 +79,7 @@ def git_lock(repo: Repo) -> threading.Lock:
 
 def run_git(repo: Repo, *args: str) -> str:
     try:
-        return repo.git.execute(["git", *RELAY_IDENTITY, *args])  # type: ignore[call-overload,no-any-return]
+        return repo.git.execute(["git", *RELAY_IDENTITY, *args])
     except GitCommandError as error:
         raise WorkspaceError(
             f"{repo.working_dir}: git {' '.join(args)} failed: {error.stderr.strip()}"
