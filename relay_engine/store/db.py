@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Insert
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
@@ -399,13 +400,20 @@ def ensure_row(session: Session, model: type[SQLModel], **values: Any) -> None:
     table = model.__table__  # type: ignore[attr-defined]
     keys = [column.name for column in table.primary_key]
     dialect = session.get_bind().dialect.name
+    statement: Insert  # each dialect's insert has its own on_conflict_do_nothing
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        statement = pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
     elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        statement = (
+            sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+        )
     else:  # other databases: best effort
         if session.get(model, tuple(values[k] for k in keys)) is None:
             session.add(model(**values))
             session.flush()
         return
-    session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=keys))
+    session.execute(statement)

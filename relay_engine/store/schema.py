@@ -75,7 +75,7 @@ class Job(SQLModel, table=True):
     budget_tokens: int | None = None
     budget_said: str | None = None  # the budget level last announced ("warning", "exhausted")
     blocked_by: str | None = _optional_text()
-    sim: dict | None = _json()
+    sim: dict[str, Any] | None = _json()
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -128,7 +128,7 @@ class Task(SQLModel, table=True):
     result: Any = _json()
     error: str | None = _optional_text()
     spec_hash: str = ""
-    sim: dict | None = _json()
+    sim: dict[str, Any] | None = _json()
     diffstat: str | None = _optional_text()
     commit_sha: str | None = None
     parent_key: str | None = None  # a troubleshooter's failed task
@@ -219,7 +219,7 @@ class Review(SQLModel, table=True):
     head_sha: str | None = None
     verdict: str | None = None  # approve | changes | invalid; None while it runs
     summary: str | None = _optional_text()
-    findings: list[dict] = _json([])
+    findings: list[dict[str, Any]] = _json([])
     stale: bool = False
     followed_up: bool = False  # the fix work for a "changes" verdict has been started
     created_at: float = 0.0
@@ -255,7 +255,8 @@ class Execution(SQLModel, table=True):
     cost_usd: float | None = None
     cost_estimated: bool = False
     error: str | None = _optional_text()
-    denials: list[dict] = _json([])  # tool requests refused: by relay, the operator or the CLI
+    # tool requests refused: by relay, the operator or the CLI
+    denials: list[dict[str, Any]] = _json([])
 
 
 class Event(SQLModel, table=True):
@@ -268,7 +269,7 @@ class Event(SQLModel, table=True):
     kind: str = ""
     level: str = "info"
     message: str = _text()
-    data: dict | None = _json()
+    data: dict[str, Any] | None = _json()
 
 
 class Command(SQLModel, table=True):
@@ -277,7 +278,7 @@ class Command(SQLModel, table=True):
     __tablename__ = "relay_command"
     id: int | None = Field(default=None, primary_key=True)
     kind: str
-    payload: dict | None = _json()
+    payload: dict[str, Any] | None = _json()
     created_at: float = 0.0
     applied_at: float | None = Field(default=None, index=True)
     applied_by: str | None = None
@@ -440,7 +441,7 @@ class Ask(SQLModel, table=True):
     kind: str = "permission"  # permission | question
     request_id: str = ""  # the CLI's own id for the request, echoed in the answer
     tool: str = ""
-    tool_input: dict | None = _json()
+    tool_input: dict[str, Any] | None = _json()
     summary: str = _text()  # "Bash npm test", what the operator reads first
     context: str | None = _optional_text()  # the agent's last message before it asked
     suggested_rule: str | None = None  # what an "always" answer would add
