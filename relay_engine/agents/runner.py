@@ -71,6 +71,8 @@ class LaunchSpec:
     conversation: bool = False  # stdin stays open after stdin_text: see RunningProcess.send
     sandbox_argc: int = 0  # leading argv elements that are the sandbox's command (bwrap … --)
     result_name: str = RESULT_NAME  # where in artifact_dir the agent writes its result
+    deadline_s: float | None = None  # the supervisor stops the agent unless extended by then
+    fence_grace_s: float | None = None  # TERM to KILL when that deadline passes
 
     @property
     def agent_argv(self) -> list[str]:
@@ -199,6 +201,17 @@ class RunningProcess:
         self._command(f"term {max(grace_s, 0.0):g}" if grace_s > 0 else "kill")
         self._force_kill_after(grace_s + FORCE_KILL_AFTER_S)
 
+    def extend_deadline(self, seconds: float) -> None:
+        """Move the supervisor's deadline to ``seconds`` from now: called only after the
+        engine renewed this execution's lease in the database, so an engine that cannot
+        renew (paused, cut off) never keeps its agent running past its lease."""
+        self._command(f"deadline {max(seconds, 0.0):.3f}")
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the supervisor stopped the agent at its deadline (known once exited)."""
+        return b"fenced deadline" in self._said
+
     def kill_now(self) -> None:
         with self._lock:
             self._terminating = True
@@ -275,6 +288,8 @@ def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
         f"{spec.grace_s:g}",
         "--wrapped",
         "1" if spec.sandbox_argc else "0",
+        *(() if spec.deadline_s is None else ("--deadline", f"{max(spec.deadline_s, 0.0):.3f}")),
+        *(() if spec.fence_grace_s is None else ("--fence-grace", f"{spec.fence_grace_s:g}")),
         "--",
         *spec.argv,
     ]

@@ -38,6 +38,13 @@ class StopReason(StrEnum):
     RELEASED = "released"
     LIMITED = "limited"
     UNAVAILABLE = "unavailable"
+    FENCED = "fenced"  # its supervisor stopped it at the deadline: the lease was not renewed
+
+
+FENCED_ERROR = (
+    "fenced: stopped at its supervisor's deadline, the engine could not renew the lease "
+    "in time (paused or cut off from the database)"
+)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,8 @@ def judge_exit(facts: ExitFacts) -> Outcome:
         return Outcome(OutcomeKind.LOST, error="the task was taken from this execution")
     if facts.stop_reason is StopReason.RELEASED:
         return Outcome(OutcomeKind.RELEASED, error="released when the engine stopped")
+    if facts.stop_reason is StopReason.FENCED:  # not the task's doing: refunded, or lost
+        return Outcome(OutcomeKind.RELEASED, error=FENCED_ERROR)
     if facts.limit is not None:
         return Outcome(OutcomeKind.LIMITED, error=facts.limit.source_text, limit=facts.limit)
     if facts.failure is not None:

@@ -94,6 +94,7 @@ class Engine:
             config=config or load_config(self.workspace),
             wake=self.wake,
             worktrees=Worktrees(self.workspace),
+            clock=clock,
         )
         self.starter = Starter(self.runtime)
         self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
@@ -370,26 +371,29 @@ class Engine:
 
     # -- heartbeat and recovery ------------------------------------------------------
     def _heartbeat(self, now: float) -> None:
+        """Renew this engine's row and its executions' leases; only once that committed are
+        the agents' supervisor deadlines moved on (a renewal that failed moves nothing, so
+        the agents of an engine that cannot reach its database stop before their leases
+        end)."""
         if now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
             return
         self._last_heartbeat = now
         lease_until = now + self.config.engine.lease_seconds
+        renewed: set[str] = set()
         with self.store.write() as session:
             session.exec(
                 update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
             )
             held = list(self.runtime.held())
-            if held:
-                session.exec(
-                    update(Task)
-                    .where(col(Task.execution_id).in_(held))
+            for table in (Task, Plan) if held else ():
+                renewal = (
+                    update(table)
+                    .where(col(table.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
+                    .returning(table.execution_id)
                 )
-                session.exec(
-                    update(Plan)
-                    .where(col(Plan.execution_id).in_(held))
-                    .values(lease_expires_at=lease_until)
-                )
+                renewed.update(session.execute(renewal).scalars())
+        self.runtime.extend_deadlines(lease_until, renewed)
 
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an

@@ -82,6 +82,8 @@ class Reaper:
             if live.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
+                if live.process.fenced and live.stop_reason is None:
+                    live.stop_reason = StopReason.FENCED  # refunded if still ours, else lost
                 finished = self._judge(live, wall)
                 del runtime.live[live.execution_id]
                 runtime.exited[live.execution_id] = finished

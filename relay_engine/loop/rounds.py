@@ -160,7 +160,8 @@ class PlannerRounds:
                 plan_id=fresh.id,
             )
         try:
-            live, spec = self.spawn(request, task_key=None, plan_id=plan.id)
+            leased = now + runtime.config.engine.lease_seconds  # what the claim wrote
+            live, spec = self.spawn(request, task_key=None, plan_id=plan.id, lease_until=leased)
         except (LaunchError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True

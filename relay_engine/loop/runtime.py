@@ -8,6 +8,7 @@ the steps stay readable on their own and nothing imports the engine back.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ class EngineRuntime:
     config: RelayConfig
     wake: Callable[..., None]
     worktrees: Worktrees
+    clock: Callable[[], float] = time.time  # the engine's clock, which leases are on
     redactor: Redactor = field(init=False)
     live: dict[str, LiveExecution] = field(default_factory=dict)
     exited: dict[str, FinishedExecution] = field(default_factory=dict)
@@ -49,6 +51,21 @@ class EngineRuntime:
     def settle_later(self, job_id: str) -> None:
         """The job's tasks changed: the next tick decides whether the job is finished."""
         self.dirty_jobs.add(job_id)
+
+    def deadline_after(self, lease_until: float) -> float:
+        """Seconds from now an agent may run on a lease that ends at ``lease_until``: its
+        supervisor's deadline, two heartbeats short of the lease."""
+        engine = self.config.engine
+        return lease_until - 2 * engine.heartbeat_seconds - self.clock()
+
+    def extend_deadlines(self, lease_until: float, renewed: set[str]) -> None:
+        """The leases of the ``renewed`` executions now end at ``lease_until`` (committed):
+        their supervisors may let them run that much longer, and no longer. A live
+        execution whose row was not renewed (its task moved on) keeps its old deadline."""
+        seconds = self.deadline_after(lease_until)
+        for execution_id, live in list(self.live.items()):
+            if execution_id in renewed:
+                live.process.extend_deadline(seconds)
 
     def held(self) -> frozenset[str]:
         """Executions this engine still answers for: running, or exited but not yet written.

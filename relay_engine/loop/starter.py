@@ -220,7 +220,12 @@ class Starter:
                 request = self._launch_request(claim, agent, assembled)
                 self._said[claim.execution_id] = assembled.said
                 stage = Stage.LAUNCH
-                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+                live, spec = self.spawn(
+                    request,
+                    task_key=claim.task.key,
+                    plan_id=None,
+                    lease_until=claim.task.lease_expires_at,
+                )
                 return live, spec, request
             except (LaunchError, WorkspaceError, OSError, ValueError) as error:
                 failed = Deferred(str(error)) if is_disk_full(error) else str(error)
@@ -236,11 +241,26 @@ class Starter:
         write_artifacts(directory, redact(text), redact(prompt) if prompt is not None else None)
 
     def spawn(
-        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
+        self,
+        request: LaunchRequest,
+        *,
+        task_key: str | None,
+        plan_id: int | None,
+        lease_until: float | None = None,
     ) -> tuple[LiveExecution, LaunchSpec]:
-        """Start the agent process; the caller records it (see :func:`record_spawn`)."""
-        spec = build_launch(self.runtime.workspace, request, self._base_env, self.runtime.redactor)
-        spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
+        """Start the agent process; the caller records it (see :func:`record_spawn`).
+
+        Its supervisor's deadline starts from the claim's lease (``lease_until``), not from
+        now: a slow start must not push the agent's end past the lease."""
+        runtime, settings = self.runtime, self.runtime.config.engine
+        spec = build_launch(runtime.workspace, request, self._base_env, runtime.redactor)
+        until = lease_until if lease_until is not None else runtime.clock() + settings.lease_seconds
+        spec = replace(
+            spec,
+            grace_s=settings.cancel_grace_seconds,
+            deadline_s=runtime.deadline_after(until),
+            fence_grace_s=settings.fence_grace_seconds,
+        )
         process = launch(spec, on_exit=self.runtime.wake)
         adapter = adapter_for(request.agent)
         live = LiveExecution(
