@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, or_, text, tuple_
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select, update
 
 from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
+from relay_engine.core.faults import is_busy
 from relay_engine.core.scheduler import TaskFacts, plan_dispatch
 from relay_engine.core.selection import Selected
 from relay_engine.core.states import TaskState
@@ -98,18 +99,21 @@ def read_queue(
     *,
     engine_id: str | None = None,
     max_running: int | None = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
     ``capacity`` is this engine's slots (``engine_id``'s claims count against it; without
     an engine id, every claim does). Only as many queued tasks are read as it takes to
     fill the free slots (a few pages, in dispatch order, over ``ix_relay_task_queue``), so
-    the cost of a dispatch does not grow with the length of the queue.
+    the cost of a dispatch does not grow with the length of the queue. ``exclude`` are
+    tasks a claim of this tick passed over (another session holds their rows): the next
+    candidates are read in their place.
     """
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
-    queued = _top_of_queue(session, running, free) if free > 0 else []
+    queued = _top_of_queue(session, running, free, exclude) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
     jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
@@ -121,18 +125,20 @@ def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
     return sum(1 for task in tasks if task.lease_owner == engine_id)
 
 
-def _ready(busy: set[tuple[str, str]]) -> Any:
+def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> Any:
     """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
     query = select(*QUEUE_COLUMNS).where(
         Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
     )
+    if exclude:
+        query = query.where(col(Task.key).not_in(sorted(exclude)))
     if busy:
         free_scope = tuple_(Task.job_id, Task.workstream).not_in(sorted(busy))
         query = query.where(or_(col(Task.workstream).is_(None), free_scope))
     return query
 
 
-def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
+def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[str]) -> list[Any]:
     """Work back from a provider limit, which dispatches first: few rows, found through
     their own index and checked here (see :func:`_claimed` for why not in SQL)."""
     rows = session.exec(select(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
@@ -142,19 +148,22 @@ def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
         if r.state == TaskState.QUEUED
         and r.execution_id is None
         and (r.job_id, r.workstream) not in busy
+        and r.key not in exclude
     ]
 
 
-def _top_of_queue(session: Session, running: list[Task], free: int) -> list[Any]:
+def _top_of_queue(
+    session: Session, running: list[Task], free: int, exclude: frozenset[str]
+) -> list[Any]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
     page = max(4 * free, QUEUE_PAGE_MIN)
-    rows = _resumed(session, busy)
+    rows = _resumed(session, busy, exclude)
     order = (Task.priority, Task.created_at, Task.key)
     after: tuple[Any, ...] | None = None
     while True:
-        query = _ready(busy).where(col(Task.resumed_at).is_(None))
+        query = _ready(busy, exclude).where(col(Task.resumed_at).is_(None))
         if after is not None:
             query = query.where(tuple_(*order) > tuple_(*after))
         batch = list(session.exec(query.order_by(*order).limit(page)))
@@ -198,6 +207,7 @@ def claim_batch(
     artifacts: Path | None = None,
     caps: FleetCaps | None = None,
     lock_dirs: dict[str, str | None] | None = None,
+    passed_over: set[str] | None = None,
 ) -> list[Claim]:
     """Claim tasks in one short transaction: each one conditional UPDATE, re-checked.
 
@@ -208,13 +218,19 @@ def claim_batch(
     when set, are counted under their own advisory locks, the only waits, bounded by the
     store's ``lock_timeout``. ``artifacts`` is where each execution's directory (and its
     supervisor's record) will be, written with the claim so recovery can find it.
+    ``passed_over`` receives the wanted tasks this batch could not take (their rows held by
+    another session, or claimed since), so the caller can fill their slots with the next
+    candidates in the same tick.
     """
     caps = caps or FleetCaps()
     lock_dirs = lock_dirs or {}
     claims: list[Claim] = []
     with store.write() as session:
         _hold_fleet_caps(session, store, caps, wanted)
+        _wait_no_more(session, store)
         claimable = _claimable(session, [task.key for task, _ in wanted])
+        if passed_over is not None:
+            passed_over.update(task.key for task, _ in wanted if task.key not in claimable)
         fleet = _Fleet.read(session, engine_id)
         crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
         spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
@@ -293,6 +309,17 @@ def _hold_fleet_caps(
         return
     for name in caps.lock_names((s.agent_id, s.provider) for _, s in wanted):
         session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
+
+
+CLAIM_LOCK_TIMEOUT_MS = 100
+
+
+def _wait_no_more(session: Session, store: Store) -> None:
+    """Past the fleet caps, nothing in a claim is worth waiting for (PostgreSQL): rows are
+    taken with SKIP LOCKED, and whatever else might still wait (a scope index entry another
+    session is writing) gives up within this bound and costs only its own task."""
+    if not store.is_sqlite:
+        session.exec(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
 
 
 def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
@@ -376,7 +403,6 @@ def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
         for name, value in values.items():
             setattr(locked, name, value)
         claimed = locked
-    _count_assignment(session, claimed, ticket.selected, execution_id, ticket.now)
     return Claim(claimed, ticket.selected, execution_id)
 
 
@@ -397,6 +423,10 @@ def _claim_scoped(session: Session, key: str, values: dict[str, Any]) -> Task | 
             return session.execute(claim).scalars().first()
     except IntegrityError:
         return None  # a scope index says another engine holds its scope
+    except OperationalError as error:
+        if not is_busy(error):
+            raise
+        return None  # another session writes in its scope right now: passed over
 
 
 def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Execution:
@@ -412,9 +442,10 @@ def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Executio
     )
 
 
-def _count_assignment(
-    session: Session, task: Task, selected: Selected, execution_id: str, now: float
-) -> None:
+def count_assignment(session: Session, claim: Claim, now: float) -> None:
+    """A pinned agent's start counts on its assignment: written with the start, not in the
+    claim, whose every statement must pass over rows others hold rather than wait."""
+    task, selected, execution_id = claim.task, claim.selected, claim.execution_id
     if selected.via != "pin":
         return
     session.exec(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from relay_engine.agents.launch import (
     LaunchRequest,
@@ -64,6 +64,8 @@ from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Job, Task
 from relay_engine.store.task_rows import move_task, timeout_for
 
+REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
+
 
 @dataclass(frozen=True)
 class Deferred:
@@ -102,7 +104,23 @@ class Starter:
         self._spawner.shutdown(wait=True)
 
     def dispatch(self, now: float) -> bool:
-        """Start what may start now: order, capacity, scope locks, agent selection."""
+        """Start what may start now: order, capacity, scope locks, agent selection.
+
+        Tasks a claim passes over (their rows held by another session) do not keep their
+        slots: the next candidates are read and claimed in the same tick, a few rounds at
+        most."""
+        passed_over: set[str] = set()
+        changed = False
+        for _ in range(REFILL_ROUNDS):
+            before = len(passed_over)
+            result = self._dispatch_round(now, passed_over)
+            changed |= bool(result)
+            if result is None or len(passed_over) == before:
+                break
+        return changed
+
+    def _dispatch_round(self, now: float, passed_over: set[str]) -> bool | None:
+        """One read of the queue and one claim batch; None when nothing could start."""
         config, engine_id = self.runtime.config, self.runtime.engine_id
         with self.runtime.store.read() as session:
             view = dispatch.read_queue(
@@ -110,9 +128,10 @@ class Starter:
                 config.engine.max_concurrent_agents,
                 engine_id=engine_id,
                 max_running=config.cluster.max_running,
+                exclude=frozenset(passed_over),
             )
             if not view.queued or view.free <= 0:
-                return False
+                return None
             running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
             spent = spend.job_holds(session, view.jobs.values())
@@ -135,7 +154,7 @@ class Starter:
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return self._start(wanted, view.lock_dirs, caps, now) or changed
+        return self._start(wanted, view.lock_dirs, caps, now, passed_over) or changed
 
     def _start(
         self,
@@ -143,6 +162,7 @@ class Starter:
         lock_dirs: dict[str, str | None],
         caps: FleetCaps,
         now: float,
+        passed_over: set[str] | None = None,
     ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
 
@@ -162,6 +182,7 @@ class Starter:
             artifacts=artifacts_root(runtime.workspace),
             caps=caps,
             lock_dirs=lock_dirs,
+            passed_over=passed_over,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
@@ -191,6 +212,7 @@ class Starter:
             owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
             for claim, live, spec, request in started:
                 record_spawn(session, request, live, spec, now, self.runtime.redactor)
+                dispatch.count_assignment(session, claim, now)
                 self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
@@ -440,7 +462,15 @@ class Starter:
 
     @staticmethod
     def _unclaimed(session: Session, key: str) -> Task | None:
-        fresh = session.get(Task, key)
+        """The task, locked, while still queued and unclaimed; None when another session
+        holds its row (it is passed over, not waited for) or it moved on."""
+        query = (
+            select(Task)
+            .where(col(Task.key) == key)
+            .with_for_update(skip_locked=True)
+            .execution_options(populate_existing=True)
+        )
+        fresh = session.exec(query).first()
         if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
             return None
         return fresh
