@@ -22,7 +22,7 @@ from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url
-from relay_engine.store.read_model import read_waits
+from relay_engine.store.read_model import live_agents, read_waits
 from relay_engine.store.schema import Event
 
 
@@ -44,7 +44,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     config = load_config(workspace_of(args))
-    agents = {a.id for a in config.agents}
+    store = open_store(args)
+    agents = {a.id for a in config.agents} | _agents_elsewhere(store, config)
     specs = [
         load_job_file(
             Path(f),
@@ -55,13 +56,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
         )
         for f in args.files
     ]
-    store = open_store(args)
     check_batch(store, specs)
     for spec in specs:
         outcome = submit_job(store, spec, now=time.time(), engine=config.engine)
         verb = "submitted" if outcome.created else "unchanged (already submitted)"
         console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
     return 0
+
+
+def _agents_elsewhere(store: Store, config: RelayConfig) -> set[str]:
+    """Agents a live engine on this database defines: a task may be pinned to one even
+    where this workspace's relay.toml does not define it (that engine will run it)."""
+    with store.read() as session:
+        return live_agents(session, time.time(), config.engine.lease_seconds)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -94,14 +101,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not until_idle:
         return 0 if ok else 1
     print_status(engine.store, report_for(engine.store, None, config.engine))
-    return _idle_exit(engine.store, ok)
+    return _idle_exit(engine.store, ok, config.engine.lease_seconds)
 
 
-def _idle_exit(store: Store, ok: bool) -> int:
+def _idle_exit(store: Store, ok: bool, lease_s: float) -> int:
     """Exit 3 with a line per wait when only waits are left: an unattended run that stops
     tells its operator exactly what to type next."""
     with store.read() as session:
-        waits = read_waits(session)
+        waits = read_waits(session, lease_seconds=lease_s)
     if not waits:
         return 0 if ok else 1
     console.print(f"[bold yellow]waiting ({len(waits)}):[/]")

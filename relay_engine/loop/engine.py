@@ -351,7 +351,10 @@ class Engine:
                 query = select(Task.key).where(or_(col(Task.state).in_(active), timed))
             if session.exec(query.limit(1)).first() is not None:
                 return False
-            if self.rounds.planning_active(session) or (waits == "all" and read_waits(session)):
+            if self.rounds.planning_active(session):
+                return False
+            lease = self.config.engine.lease_seconds
+            if waits == "all" and read_waits(session, now=self.clock(), lease_seconds=lease):
                 return False
         return not self.pulls.busy(self.clock())
 
