@@ -48,16 +48,27 @@ KILL_ROUNDS = 50
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
+_libc: list[object] = []  # the C library, loaded once (a fork server loads it before forking)
+
+
+def load_libc() -> object | None:
+    """``ctypes``' handle on the C library (for ``prctl``), or None off Linux."""
+    if not _libc and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            return None
+    return _libc[0] if _libc else None
+
+
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing."""
-    if not sys.platform.startswith("linux"):
-        return False
+    libc = load_libc()
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0  # type: ignore[attr-defined]
+    except AttributeError:
         return False
 
 
@@ -363,7 +374,12 @@ def supervisor_from(options: dict[str, str]) -> Supervisor:
 
 
 def main(argv: list[str]) -> None:
-    options, agent_argv = parse(argv)
+    main_with(*parse(argv))
+
+
+def main_with(options: dict[str, str], agent_argv: list[str]) -> None:
+    """Supervise ``agent_argv`` to its end, then exit as it did (run as a script, or in a
+    child the fork server just made); never returns."""
     supervisor = supervisor_from(options)
     subreaper = become_subreaper()
     pid = os.getpid()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import threading
 import time
 from importlib import resources
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.text import Text
 
@@ -64,6 +67,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+STATS_ENV = "RELAY_STATS_FILE"
+
+
+def _write_stats(engine: Any) -> None:
+    """With RELAY_STATS_FILE set, what this engine asked of its database and how long its
+    ticks took, as JSON: the benches read the engine's own counts."""
+    path = os.environ.get(STATS_ENV)
+    if not path:
+        return
+    stats = {"engine": engine.id, "ticks": list(engine.ticks), **engine.store.stats.as_dict()}
+    Path(path).write_text(json.dumps(stats), encoding="utf-8")
+
+
 def _agents_elsewhere(store: Store, config: RelayConfig) -> set[str]:
     """Agents a live engine on this database defines: a task may be pinned to one even
     where this workspace's relay.toml does not define it (that engine will run it)."""
@@ -94,6 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     until_idle = args.until_idle or args.wait
     ok = engine.run(stop, until_idle=until_idle, waits="all" if args.wait else "none")
     stop.set()
+    _write_stats(engine)
     if follower is not None:
         follower.join(timeout=2)
     if interrupted.is_set():

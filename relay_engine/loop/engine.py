@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -51,6 +52,7 @@ from relay_engine.store.read_model import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
 
 log = logging.getLogger(__name__)
+TICKS_KEPT = 10_000
 IdleWaits = Literal["none", "timed", "all"]
 SETTLING_KINDS = (
     EventKind.TASK_CANCELLED, EventKind.TASK_HANDED_BACK, EventKind.TASK_SUCCEEDED,
@@ -107,6 +109,7 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = 0
+        self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
 
     @property
     def config(self) -> RelayConfig:
@@ -281,6 +284,7 @@ class Engine:
     def _safe_tick(self, *, full: bool = True) -> bool:
         """A tick; a busy or unreachable database or a full disk holds the engine up (and
         is logged once) instead of stopping it. Anything else still stops it loudly."""
+        began = time.perf_counter()
         try:
             self._command_waiting.clear()
             changed = self.tick(full=full)
@@ -290,6 +294,7 @@ class Engine:
                 raise
             self.health.failed(condition, error, self.clock())
             return True
+        self.ticks.append((time.time(), (time.perf_counter() - began) * 1000))
         self._last_db_ok = self.clock()
         self.health.succeeded(self._last_db_ok)
         if changed:
@@ -309,6 +314,7 @@ class Engine:
         changed = False
         if full:
             self._last_full_tick = now
+            self.runtime.forget_fleet()  # what other engines recorded is read again
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)

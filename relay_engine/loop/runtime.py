@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from sqlmodel import Session
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.core.redaction import Redactor
+from relay_engine.core.selection import FleetView
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
 from relay_engine.store.engines import owner_facts
+from relay_engine.store.read_model import read_fleet
 
 
 @dataclass
@@ -39,6 +43,8 @@ class EngineRuntime:
     exited: dict[str, FinishedExecution] = field(default_factory=dict)
     dirty_jobs: set[str] = field(default_factory=set)
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
+    _fleet: FleetView | None = field(default=None, init=False, repr=False)
+    _unready: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.use_config(self.config)
@@ -47,6 +53,28 @@ class EngineRuntime:
         """Adopt a (re)loaded config and the secret values its agents' env holds."""
         self.config = config
         self.redactor = Redactor.for_agents(a.env for a in config.agents)
+        self.forget_fleet()
+
+    def fleet_view(
+        self, session: Session, now: float, pins: dict[tuple[str, str, str], str]
+    ) -> FleetView:
+        """Limited providers and agents that cannot work, read once and kept until
+        :meth:`forget_fleet`: every full tick (so another engine's limits are seen within
+        one), and whenever this engine records what changes them. A dispatch of a fast
+        tick, one per agent exit, reads none of it again."""
+        if self._fleet is None:
+            self._fleet = read_fleet(session, self.config, now)
+            self._unready = frozenset(self._fleet.availability)
+        return replace(self._fleet, pins=pins)
+
+    def forget_fleet(self) -> None:
+        self._fleet = None
+
+    def may_be_unavailable(self, agent_id: str) -> bool:
+        """Whether the agent's status row may say it cannot work (so a run that got through
+        has something to clear); False only when the last fleet view read said it is ready
+        (a mark another engine made since is cleared by the next run after the next read)."""
+        return self._unready is None or agent_id in self._unready
 
     def settle_later(self, job_id: str) -> None:
         """The job's tasks changed: the next tick decides whether the job is finished."""

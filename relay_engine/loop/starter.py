@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, select, update
 
 from relay_engine.agents.launch import (
     LaunchRequest,
@@ -36,11 +36,10 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop import dispatch
 from relay_engine.loop.crashpoints import crash_point
-from relay_engine.loop.live import LiveExecution, record_spawn
+from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import assignments, budgets
-from relay_engine.ops.asks import added_rules
+from relay_engine.ops import asks, assignments, budgets
 from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
@@ -60,8 +59,7 @@ from relay_engine.ops.failed_starts import (
 from relay_engine.ops.prompt_context import prompt_context
 from relay_engine.store import spend
 from relay_engine.store.events import EventKind
-from relay_engine.store.read_model import read_fleet
-from relay_engine.store.schema import Job, Task
+from relay_engine.store.schema import Execution, Job, PermissionRule, Task
 from relay_engine.store.task_rows import move_task, timeout_for
 
 REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
@@ -75,6 +73,15 @@ class Deferred:
 
     def __str__(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What a dispatch round read once for all of its starts: the jobs, the operators'
+    permission rules."""
+
+    jobs: dict[str, Job]
+    rules: list[PermissionRule]
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,7 @@ class Starter:
         self.runtime = runtime
         self._base_env = dict(os.environ)  # copied once; each launch takes its allow-list from it
         self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
+        self._batch = _Batch({}, [])
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
@@ -135,7 +143,8 @@ class Starter:
             running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
             spent = spend.job_holds(session, view.jobs.values())
-            standing = read_fleet(session, config, now, pins=view.pins)
+            self._batch = _Batch(view.jobs, asks.every_rule(session))
+            standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         caps = FleetCaps.from_config(config)
@@ -154,7 +163,14 @@ class Starter:
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return self._start(wanted, view.lock_dirs, caps, now, passed_over) or changed
+        budgeted = {
+            j.id
+            for j in view.jobs.values()
+            if j.budget_usd is not None or j.budget_tokens is not None
+        }
+        mine = dispatch.owned_by(view.running, engine_id)
+        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, (budgeted, mine))
+        return started or changed
 
     def _start(
         self,
@@ -163,8 +179,11 @@ class Starter:
         caps: FleetCaps,
         now: float,
         passed_over: set[str] | None = None,
+        known: tuple[set[str], int] | None = None,
     ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
+        ``known``: the jobs with a budget and this engine's claims, as the queue's read
+        found them (the claim need not read them again).
 
         Each agent's supervisor writes its on-disk record before the agent runs, so an
         engine killed anywhere in between leaves nothing that recovery cannot find and kill.
@@ -183,6 +202,8 @@ class Starter:
             caps=caps,
             lock_dirs=lock_dirs,
             passed_over=passed_over,
+            budgeted=known[0] if known else None,
+            mine=known[1] if known else None,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
@@ -210,8 +231,13 @@ class Starter:
     ) -> None:
         with self.runtime.store.write() as session:
             owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
-            for claim, live, spec, request in started:
-                record_spawn(session, request, live, spec, now, self.runtime.redactor)
+            redactor = self.runtime.redactor
+            rows = [
+                spawn_row(request, live, spec, now, redactor) for _, live, spec, request in started
+            ]
+            if rows:  # one statement for the batch's execution rows
+                session.execute(update(Execution), rows)
+            for claim, *_ in started:
                 dispatch.count_assignment(session, claim, now)
                 self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
@@ -303,13 +329,16 @@ class Starter:
     def _assemble(self, task: Task, agent: AgentConfig) -> _Assembled:
         """The task's job, its prompt, the provider session to resume (if any), and the
         permission rules the agent's CLI is handed."""
-        with self.runtime.store.read() as session:
-            job = session.get(Job, task.job_id)
+        batch = self._batch
+        with self.runtime.store.read() as session:  # the batch's job and rules, not again
+            job = batch.jobs.get(task.job_id) or session.get(Job, task.job_id)
             prompt = assemble_prompt(
                 prompt_context(session, self.runtime.workspace, task, job, agent.provider)
             )
             resume = assignments.resumable_session(session, task, agent.id)
-            added = added_rules(session, task_key=task.key, job_id=task.job_id, agent=agent.id)
+            added = asks.rules_of(
+                batch.rules, task_key=task.key, job_id=task.job_id, agent=agent.id
+            )
         allow, deny = cli_rules(self.runtime.config, agent, added)
         return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
 
@@ -396,6 +425,7 @@ class Starter:
             return
         self.runtime.settle_later(fenced.job_id)
         if isinstance(error, AgentFailure):
+            self.runtime.forget_fleet()  # the agent's status changes here
             wait = agent_status.decide_agent_wait(session, fenced, error, self.runtime.config, now)
             move_to_other_agent(session, fenced, wait, now)
         else:
