@@ -266,9 +266,15 @@ class RunningProcess:
     def _finish(self, timeout: float | None = 0.5) -> None:
         """The supervisor exited (``timeout`` None: read until it has, its socket's end of
         file): if it did not say how, it was killed and may have left a tree."""
-        with contextlib.suppress(OSError):
-            self._control.settimeout(timeout)
-            self._said += _read_all(self._control)
+        self._control.settimeout(timeout)
+        while True:  # what arrived counts even if the socket then fails (see below)
+            try:
+                chunk = self._control.recv(4096)
+            except OSError:  # a reset: it exited with our last commands unread
+                break
+            if not chunk:
+                break
+            self._said += chunk
         self._control.close()
         if b"exit " not in self._said and b"error " not in self._said:
             kill_execution(self.execution_id, self.pgid)
@@ -284,13 +290,6 @@ class RunningProcess:
             if verb == "error":
                 return 127
         return -signal.SIGKILL
-
-
-def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    while chunk := sock.recv(4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
