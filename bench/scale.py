@@ -141,7 +141,7 @@ def run_fleet(
     store.dispose()
     stats = [json.loads(p.read_text()) for p in sorted(workspace.glob("engine*.stats.json"))]
     holds = [ms for s in stats for ms in s["claim_holds_ms"]]
-    statements = sum(s["statements"] for s in stats)
+    statements = sum(s["statements"] for s in stats) if stats else float("nan")  # older engines
     result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
     result |= {"statements": statements / tasks, "server_statements": server_statements}
     return result | {"cpu": {k: v * 1000 / tasks for k, v in cpu.items()}}

@@ -156,6 +156,8 @@ class RunningProcess:
         """Return stdout bytes appended since the previous call, capped so memory stays bounded."""
         with self._lock:
             try:
+                if os.stat(self.stdout_path).st_size <= self._stdout_offset:
+                    return b""  # nothing new: cheaper than opening it (200 agents, every tick)
                 with open(self.stdout_path, "rb") as fh:
                     fh.seek(self._stdout_offset)
                     data = fh.read(max_bytes)

@@ -42,7 +42,7 @@ class QueueView:
     """One read of what dispatch decides on."""
 
     queued: list[Any]  # rows of QUEUE_COLUMNS: unclaimed QUEUED tasks
-    running: list[Task]
+    running: list[Any]  # rows of BUSY_COLUMNS: claimed tasks
     jobs: dict[str, Job]
     pins: dict[tuple[str, str, str], str]
     free: int = 0  # agents this engine may start now
@@ -68,18 +68,14 @@ def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> 
     )
 
 
-_BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
+BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
 
 
-def _claimed() -> ColumnElement[bool]:
+def claimed() -> ColumnElement[bool]:
     """Claimed tasks, found through the execution id's index: ``> ''`` rather than ``IS NOT
     NULL`` because SQLite only walks an index for a range, and the state is checked in
     Python because a condition on it would lead the planner to scan every QUEUED row."""
     return col(Task.execution_id) > ""
-
-
-def busy_tasks(session: Session) -> list[Task]:
-    return [t for t in session.exec(select(Task).where(_claimed())) if t.state in _BUSY_STATES]
 
 
 QUEUE_COLUMNS = (
@@ -89,6 +85,19 @@ QUEUE_COLUMNS = (
 )  # fmt: skip
 """What ordering and agent selection read: plain rows, not ORM objects, since a queue of
 thousands is read on every dispatch."""
+
+BUSY_COLUMNS = (
+    *QUEUE_COLUMNS, Task.lease_owner, Task.lease_expires_at, Task.agent, Task.lock_dir,
+    Task.attempt, Task.max_attempts, Task.recoveries,
+)  # fmt: skip
+"""What dispatch and recovery read of claimed tasks: plain rows (an engine running 200
+agents reads them every tick; whole ORM rows, with every JSON column, cost 18 ms)."""
+
+
+def busy_tasks(session: Session) -> list[Any]:
+    """Claimed tasks still queued or running, as rows of :data:`BUSY_COLUMNS`."""
+    rows = session.exec(select(*BUSY_COLUMNS).where(claimed()))
+    return [row for row in rows if row.state in BUSY_STATES]
 
 
 QUEUE_PAGE_MIN = 32
@@ -291,10 +300,10 @@ class _Fleet:
         query = select(
             Task.job_id, Task.workstream, Task.lock_dir, Task.state, Task.lease_owner,
             Task.agent, Task.provider,
-        ).where(_claimed())  # fmt: skip
+        ).where(claimed())  # fmt: skip
         fleet = cls(0, FleetCounts(), set())
         for row in session.exec(query):
-            if row.state in _BUSY_STATES:
+            if row.state in BUSY_STATES:
                 fleet.mine += row.lease_owner == engine_id
                 fleet.counts.add(row.agent, row.provider)
                 fleet.scopes |= claim_scopes(row.job_id, row.workstream, row.lock_dir)

@@ -95,6 +95,12 @@ class EngineRuntime:
             if execution_id in renewed:
                 live.process.extend_deadline(seconds)
 
+    def own_claims(self) -> int:
+        """Task executions this engine holds (planners do not take a slot): only this engine
+        claims against its slots, so when these fill them there is nothing to dispatch."""
+        live = sum(1 for lv in self.live.values() if lv.plan_id is None)
+        return live + sum(1 for ex in self.exited.values() if ex.live.plan_id is None)
+
     def held(self) -> frozenset[str]:
         """Executions this engine still answers for: running, or exited but not yet written.
 

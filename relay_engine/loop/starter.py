@@ -117,6 +117,9 @@ class Starter:
         Tasks a claim passes over (their rows held by another session) do not keep their
         slots: the next candidates are read and claimed in the same tick, a few rounds at
         most."""
+        settings = self.runtime.config.engine
+        if self.runtime.own_claims() >= settings.max_concurrent_agents:
+            return False  # full by this engine's own count: nothing to read
         passed_over: set[str] = set()
         changed = False
         for _ in range(REFILL_ROUNDS):
