@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import Workspace, engine_records, events, executions, job_toml, sim, tasks, wait_for
 from sqlalchemy.engine import make_url
@@ -249,9 +250,14 @@ def test_an_engine_cut_off_from_its_database_stops_its_agent_before_its_lease_en
         proxy.close()
 
 
-def test_a_deadline_that_passes_unextended_stops_the_agent_and_says_why(tmp_path: Path) -> None:
-    """The supervisor on its own: extended, the agent runs on; left alone, it is stopped
-    (TERM first: the agent logs its end) and the record and the socket say why."""
+@pytest.mark.parametrize("mode", ["fork", "exec"])
+def test_a_deadline_that_passes_unextended_stops_the_agent_and_says_why(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor on its own, forked by the fork server or started as a script:
+    extended, the agent runs on; left alone, it is stopped (TERM first: the agent logs its
+    end) and the record and the socket say why."""
+    monkeypatch.setenv("RELAY_SUPERVISOR", mode)
     log = tmp_path / "runs.log"
     script = sim(30.0, lines=30, run_log=str(log))
     execution_id = f"deadline-{uuid.uuid4().hex[:12]}"
@@ -267,6 +273,8 @@ def test_a_deadline_that_passes_unextended_stops_the_agent_and_says_why(tmp_path
         fence_grace_s=2.0,
     )
     process = launch(spec)
+    ours = psutil.Process(process.pid).ppid() == os.getpid()
+    assert ours == (mode == "exec")  # forked supervisors are the fork server's children
     for _ in range(4):  # extended in time: it outlives its first deadline by far
         time.sleep(0.5)
         process.extend_deadline(1.0)
