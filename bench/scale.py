@@ -203,6 +203,21 @@ def _proc_times(pid: int) -> tuple[float, float]:
     return own, (int(fields[13]) + int(fields[14])) / TICK
 
 
+def _fork_servers(engine_pids: list[int]) -> list[int]:
+    """The engines' fork servers: children of theirs running forkserver.py."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            if parent in engine_pids and b"forkserver.py" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def _postgres_pids() -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -226,9 +241,12 @@ class CpuSample:
         line = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         jiffies = [int(v) / TICK for v in line]
         times = [_proc_times(pid) for pid in engine_pids]
+        servers = [_proc_times(pid) for pid in _fork_servers(engine_pids)]
         values = {
             "engines": sum(own for own, _ in times),
-            "supervisors+agents": sum(reaped for _, reaped in times),
+            # what the engines reaped, and their fork servers with all that those reaped
+            "supervisors+agents": sum(reaped for _, reaped in times)
+            + sum(own + reaped for own, reaped in servers),
             "idle": jiffies[3] + jiffies[4],
             "total": sum(jiffies),
         }

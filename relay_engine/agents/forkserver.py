@@ -108,7 +108,7 @@ def _child(request: dict[str, object], fds: list[int], server_fds: list[int]) ->
         tag_environ(os.environ.get("RELAY_EXECUTION_ID", ""))
         options = {str(k): str(v) for k, v in dict(request["options"]).items()}  # type: ignore[call-overload]
         options["--control"] = str(fds[3])
-        gc.unfreeze()
+        gc.disable()  # a collection would touch (and copy) every page shared with the server
         sup.main_with(options, [str(arg) for arg in request["argv"]])  # type: ignore[attr-defined]
     except BaseException as error:
         with contextlib.suppress(OSError):

@@ -103,6 +103,18 @@ def busy_tasks(session: Session) -> list[Any]:
 QUEUE_PAGE_MIN = 32
 
 
+@dataclass
+class QueueKept:
+    """What a fast tick's dispatch need not read again: job rows, their pins, and whether
+    any resumed work was queued at the last look. Kept from one full tick to the next
+    (commands, which change pins and budgets, are applied on full ticks; work resumed
+    after a limit is found by the next full tick's read)."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    pins: dict[str, dict[tuple[str, str, str], str]] = field(default_factory=dict)
+    resumed: bool | None = None  # None: not looked at yet
+
+
 def read_queue(
     session: Session,
     capacity: int,
@@ -110,6 +122,7 @@ def read_queue(
     engine_id: str | None = None,
     max_running: int | None = None,
     exclude: frozenset[str] = frozenset(),
+    kept: QueueKept | None = None,
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
@@ -123,11 +136,21 @@ def read_queue(
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
-    queued = _top_of_queue(session, running, free, exclude) if free > 0 else []
+    kept = kept if kept is not None else QueueKept()
+    queued = _top_of_queue(session, running, free, exclude, kept) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
-    jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
+    missing = [job_id for job_id in job_ids if job_id not in kept.jobs]
+    if missing:
+        kept.jobs.update(
+            (j.id, j) for j in session.exec(select(Job).where(col(Job.id).in_(missing)))
+        )
+        for job_id in missing:
+            kept.pins[job_id] = {}
+        for key, agent in active_pins(session, missing).items():
+            kept.pins[key[0]][key] = agent
+    jobs = {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
-    pins = active_pins(session, job_ids)
+    pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
     return QueueView(queued, running, jobs, pins, free=free, lock_dirs=lock_dirs)
 
 
@@ -163,13 +186,14 @@ def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[st
 
 
 def _top_of_queue(
-    session: Session, running: list[Task], free: int, exclude: frozenset[str]
+    session: Session, running: list[Any], free: int, exclude: frozenset[str], kept: QueueKept
 ) -> list[Any]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
     page = max(4 * free, QUEUE_PAGE_MIN)
-    rows = _resumed(session, busy, exclude)
+    rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
+    kept.resumed = bool(rows)
     order = (Task.priority, Task.created_at, Task.key)
     after: tuple[Any, ...] | None = None
     while True:

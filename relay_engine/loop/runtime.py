@@ -44,6 +44,7 @@ class EngineRuntime:
     dirty_jobs: set[str] = field(default_factory=set)
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
     _fleet: FleetView | None = field(default=None, init=False, repr=False)
+    generation: int = field(default=0, init=False)  # counts forget_fleet calls
     _unready: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +70,7 @@ class EngineRuntime:
 
     def forget_fleet(self) -> None:
         self._fleet = None
+        self.generation += 1  # what the starter kept since the last forget goes too
 
     def may_be_unavailable(self, agent_id: str) -> bool:
         """Whether the agent's status row may say it cannot work (so a run that got through

@@ -104,6 +104,12 @@ class Starter:
         self._base_env = dict(os.environ)  # copied once; each launch takes its allow-list from it
         self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
         self._batch = _Batch({}, [])
+        # Kept between full ticks (see QueueKept): the queue's jobs and pins, the rules.
+        self._kept: tuple[dispatch.QueueKept, list[PermissionRule] | None, int] = (
+            dispatch.QueueKept(),
+            None,
+            -1,
+        )
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
@@ -130,9 +136,16 @@ class Starter:
                 break
         return changed
 
+    def _kept_now(self) -> tuple[dispatch.QueueKept, list[PermissionRule] | None, int]:
+        """What dispatch kept, unless the engine forgot it since (a full tick, a change)."""
+        if self._kept[2] != self.runtime.generation:
+            self._kept = (dispatch.QueueKept(), None, self.runtime.generation)
+        return self._kept
+
     def _dispatch_round(self, now: float, passed_over: set[str]) -> bool | None:
         """One read of the queue and one claim batch; None when nothing could start."""
         config, engine_id = self.runtime.config, self.runtime.engine_id
+        kept = self._kept_now()
         with self.runtime.store.read() as session:
             view = dispatch.read_queue(
                 session,
@@ -140,13 +153,16 @@ class Starter:
                 engine_id=engine_id,
                 max_running=config.cluster.max_running,
                 exclude=frozenset(passed_over),
+                kept=kept[0],
             )
             if not view.queued or view.free <= 0:
                 return None
             running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
             spent = spend.job_holds(session, view.jobs.values())
-            self._batch = _Batch(view.jobs, asks.every_rule(session))
+            if kept[1] is None:
+                self._kept = (kept[0], asks.every_rule(session), self._kept[2])
+            self._batch = _Batch(view.jobs, self._kept[1] or [])
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
