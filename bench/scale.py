@@ -18,9 +18,11 @@ PostgreSQL, and what stayed idle. Never asserts; not part of the test suite.
 ``RELAY_BENCH_PROFILE=PATH`` has each engine write a cProfile of its engine thread's CPU time
 to ``PATH.<pid>`` (read them together with ``pstats.Stats(*glob.glob("PATH.*"))``).
 
-Claim timing comes from outside the engine: each engine process is this script in
-``--engine`` mode, which wraps ``dispatch.claim_batch`` and watches the statements it runs,
-then hands over to the real ``relay run``. See :func:`install_claim_timing`.
+Statements per task and claim lock holds come from the engines themselves: each writes its
+own counts (``RELAY_STATS_FILE``: statements its Store sent, each claim transaction's lock
+hold measured inside ``claim_batch``) when it stops. The server's own count of statements
+comes from ``log_statement = all`` on the bench's database (``RELAY_BENCH_PG_LOG``: the
+server's log file, default the Debian cluster's).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,74 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from dispatch_queue import insert_queued, succeeded, write_config
-from sqlalchemy import event, func
-from sqlalchemy.engine import Engine as SAEngine
+from sqlalchemy import func
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from relay_engine.store.db import Store
 from relay_engine.store.schema import EngineRecord, Execution
 
-CLAIM_LOG_ENV = "RELAY_BENCH_CLAIM_LOG"
-LOCK_STATEMENT = "pg_advisory_xact_lock"  # a fleet-wide cap's lock, when one is set
-
-
-# --- CLAIM TIMING HOOK -------------------------------------------------------------------
-# The engine does not report how long its claim transactions hold locks, so the engine
-# processes of this bench wrap dispatch.claim_batch from outside (dispatch.py untouched).
-# Hold time = from the moment the claim owns its locks (the end of the global advisory-lock
-# statement when there is one, else the start of its first statement, whose row locks it
-# keeps) to the end of the commit. Proposal for the engine: time the same span in
-# claim_batch and log it (e.g. a `relay_engine.loop.dispatch.timing` logger at DEBUG, or an
-# `RELAY_CLAIM_TIMING=path` JSONL file), so this wrapper can go.
-def install_claim_timing(log_path: Path) -> None:
-    from relay_engine.loop import dispatch
-
-    state = threading.local()
-    original = dispatch.claim_batch
-
-    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if getattr(state, "statements", None) is not None:
-            state.statements.append([statement, time.perf_counter(), None])
-
-    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if getattr(state, "statements", None):
-            state.statements[-1][2] = time.perf_counter()
-
-    event.listen(SAEngine, "before_cursor_execute", before)
-    event.listen(SAEngine, "after_cursor_execute", after)
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        state.statements = []
-        started = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            ended = time.perf_counter()
-            statements, state.statements = state.statements, None
-            _log_claim(log_path, statements, started, ended)
-
-    dispatch.claim_batch = timed
-
-
-def _log_claim(path: Path, statements: list[list[Any]], started: float, ended: float) -> None:
-    if not statements:
-        return
-    locked = statements[0][1]
-    for text, _, done in statements:
-        if LOCK_STATEMENT in text and done is not None:
-            locked = done
-    record = {"hold_ms": (ended - locked) * 1000, "total_ms": (ended - started) * 1000}
-    with path.open("a", encoding="utf-8") as log:
-        log.write(json.dumps(record) + "\n")
-
-
-# --- END CLAIM TIMING HOOK ---------------------------------------------------------------
+STATS_ENV = "RELAY_STATS_FILE"  # each engine writes its own counts there when it stops
+SERVER_LOG = "/var/log/postgresql/postgresql-15-main.log"
 
 
 def engine_main(argv: list[str]) -> int:
-    """``--engine``: one real ``relay run`` with the claim timing installed."""
-    install_claim_timing(Path(os.environ[CLAIM_LOG_ENV]))
+    """``--engine``: one real ``relay run`` (profiled when RELAY_BENCH_PROFILE is set)."""
     from relay_engine.cli.main import main
 
     profile_to = os.environ.get("RELAY_BENCH_PROFILE")
@@ -158,10 +104,10 @@ def busy_span(store: Store) -> float:
     return float(last - first)
 
 
-def start_engine(workspace: Path, url: str, claim_log: Path, name: str) -> subprocess.Popen[bytes]:
+def start_engine(workspace: Path, url: str, name: str) -> subprocess.Popen[bytes]:
     argv = [sys.executable, __file__, "--engine", "--workspace", str(workspace)]
     argv += ["--db", url, "run", "--quiet"]
-    env = {**os.environ, CLAIM_LOG_ENV: str(claim_log)}
+    env = {**os.environ, STATS_ENV: str(workspace / f"{name}.stats.json")}
     env.pop("RELAY_DB", None)
     with (workspace / f"{name}.log").open("wb") as log:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -175,15 +121,17 @@ def run_fleet(
     workspace.mkdir(parents=True)
     write_config(workspace, slots // engines, tick_seconds)
     store = Store(url)
-    claim_log = workspace / "claims.jsonl"
-    procs = [start_engine(workspace, url, claim_log, f"engine{i}") for i in range(engines)]
+    server = ServerLog.watch(url)
+    procs = [start_engine(workspace, url, f"engine{i}") for i in range(engines)]
     try:
         # The work arrives once every engine is up: start-up is not what is measured.
         _wait(lambda: registered(store) >= engines, procs, timeout=120.0)
         before = CpuSample.take([proc.pid for proc in procs])
+        server.mark()
         insert_queued(store, tasks)
         _wait(lambda: succeeded(store) >= tasks, procs, timeout=max(600.0, tasks * 0.5))
         cpu = CpuSample.take([proc.pid for proc in procs]).since(before)
+        server_statements = server.count()
     finally:
         for proc in procs:
             proc.terminate()
@@ -191,9 +139,55 @@ def run_fleet(
             proc.wait(60)
     span = busy_span(store)
     store.dispose()
-    holds = [json.loads(line)["hold_ms"] for line in claim_log.read_text().splitlines()]
+    stats = [json.loads(p.read_text()) for p in sorted(workspace.glob("engine*.stats.json"))]
+    holds = [ms for s in stats for ms in s["claim_holds_ms"]]
+    statements = sum(s["statements"] for s in stats) if stats else float("nan")  # older engines
     result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
+    result |= {"statements": statements / tasks, "server_statements": server_statements}
     return result | {"cpu": {k: v * 1000 / tasks for k, v in cpu.items()}}
+
+
+class ServerLog:
+    """Statements counted by the server itself: ``log_statement = all`` for the bench's
+    database only, read back from the server's log (lines ``user@DB LOG:  statement:`` /
+    ``execute``), BEGIN, COMMIT and ROLLBACK left out. None when the log is not readable."""
+
+    def __init__(self, database: str, path: Path | None) -> None:
+        self.database, self.path, self.offset = database, path, 0
+
+    @classmethod
+    def watch(cls, url: str) -> ServerLog:
+        import psycopg
+
+        database = make_url(url).database or ""
+        path = Path(os.environ.get("RELAY_BENCH_PG_LOG", SERVER_LOG))
+        admin = make_url(url).set(drivername="postgresql", database="postgres")
+        try:
+            with psycopg.connect(admin.render_as_string(hide_password=False), autocommit=True) as c:
+                c.execute(f"ALTER DATABASE \"{database}\" SET log_statement = 'all'")
+        except psycopg.Error:
+            return cls(database, None)
+        return cls(database, path if path.is_file() else None)
+
+    def mark(self) -> None:
+        if self.path is not None:
+            self.offset = self.path.stat().st_size
+
+    def count(self) -> float | None:
+        if self.path is None:
+            return None
+        with self.path.open("rb") as log:
+            log.seek(self.offset)
+            text = log.read().decode("utf-8", "replace")
+        tag = f"@{self.database} LOG:  "
+        found = 0
+        for line in text.splitlines():
+            _, hit, rest = line.partition(tag)
+            if not hit or not rest.startswith(("statement: ", "execute ")):
+                continue
+            sql = rest.split(": ", 1)[1].strip().upper() if ": " in rest else ""
+            found += not sql.startswith(("BEGIN", "COMMIT", "ROLLBACK"))
+        return found
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -207,6 +201,21 @@ def _proc_times(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     own = (int(fields[11]) + int(fields[12])) / TICK
     return own, (int(fields[13]) + int(fields[14])) / TICK
+
+
+def _fork_servers(engine_pids: list[int]) -> list[int]:
+    """The engines' fork servers: children of theirs running forkserver.py."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            if parent in engine_pids and b"forkserver.py" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def _postgres_pids() -> list[int]:
@@ -232,9 +241,12 @@ class CpuSample:
         line = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         jiffies = [int(v) / TICK for v in line]
         times = [_proc_times(pid) for pid in engine_pids]
+        servers = [_proc_times(pid) for pid in _fork_servers(engine_pids)]
         values = {
             "engines": sum(own for own, _ in times),
-            "supervisors+agents": sum(reaped for _, reaped in times),
+            # what the engines reaped, and their fork servers with all that those reaped
+            "supervisors+agents": sum(reaped for _, reaped in times)
+            + sum(own + reaped for own, reaped in servers),
             "idle": jiffies[3] + jiffies[4],
             "total": sum(jiffies),
         }
@@ -273,26 +285,46 @@ def percentile(values: list[float], share: float) -> float:
 
 def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
     print(f"{tasks} tasks of /bin/true, {slots} slots in total, PostgreSQL, {os.cpu_count()} CPUs")
-    base = results[0]["rate"]
+    base = results[0]
     for r in results:
         holds = r["holds"]
+        server = r["server_statements"]
         print(
             f"{r['engines']} engine(s) x {slots // r['engines']} slots: "
             f"{r['rate']:7.1f} claims+completions/s ({r['span']:.1f} s)  "
             f"claim lock hold p50 {statistics.median(holds) if holds else 0:.1f} ms "
             f"p99 {percentile(holds, 0.99):.1f} ms over {len(holds)} claims"
         )
+        print(
+            f"    statements per task: {r['statements']:.1f} counted by the engines, "
+            + (
+                f"{server / tasks:.1f} by the server (no BEGIN/COMMIT)"
+                if server
+                else "server log unreadable"
+            )
+        )
         cpu = ", ".join(f"{name} {ms:.1f}" for name, ms in r["cpu"].items())
         print(f"    CPU ms per task: {cpu}")
     for r in results[1:]:
         n = r["engines"]
-        print(f"ratio {n} engines / {results[0]['engines']} engine: {r['rate'] / base:.2f}")
+        print(
+            f"{n} engines / {base['engines']}: throughput {r['rate'] / base['rate']:.2f}, engine CPU "
+            f"per task {r['cpu']['engines'] / base['cpu']['engines']:.2f}, statements per task "
+            f"{r['statements'] / base['statements']:.2f}"
+        )
+    limit = ceiling(base["cpu"])
     print(
-        f"ceiling on this machine: {ceiling(results[0]['cpu']):.2f} (the most any engine count "
-        "could reach over the base if it cost no more CPU per task: the base's share of idle "
-        "CPU is all there is to gain)"
+        f"ceiling on this machine: {limit:.2f} (the most any engine count could reach over the "
+        "base if it cost no more CPU per task: the base's share of idle CPU is all there is to gain)"
     )
-    print("targets: 4/1 ratio >= 1.6, p99 lock hold <= 20 ms")
+    for r in results[1:]:
+        print(
+            f"{r['engines']} engines: throughput / ceiling = {r['rate'] / base['rate'] / limit:.2f}"
+        )
+    print(
+        "targets: statements per task <= 12 at every count; engine CPU per task at 4 engines "
+        "<= 1.3x that at 1; throughput of 4 engines >= 0.9 of the ceiling; p99 lock hold <= 20 ms"
+    )
 
 
 def ceiling(cpu: dict[str, float]) -> float:

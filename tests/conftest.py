@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Workspace, job_toml, sim
+from helpers import Workspace, job_toml, psycopg_conninfo, sim
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel, create_engine
 
@@ -28,11 +28,6 @@ def _no_ambient_db(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RELAY_DB", raising=False)
 
 
-def _psycopg_conninfo(url: str, database: str) -> str:
-    parsed = make_url(url).set(drivername="postgresql", database=database)
-    return parsed.render_as_string(hide_password=False)
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     base = os.environ.get(PG_ENV)
@@ -41,7 +36,7 @@ def pg_url() -> Iterator[str]:
     import psycopg
 
     name = f"relay_t_{uuid.uuid4().hex[:12]}"
-    admin = _psycopg_conninfo(base, "postgres")
+    admin = psycopg_conninfo(base, "postgres")
     try:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')

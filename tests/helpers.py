@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 import pytest
 import tomli_w
+from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from relay_engine.agents.sandbox import host_sandbox
@@ -367,3 +368,9 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def psycopg_conninfo(url: str, database: str) -> str:
+    """A SQLAlchemy PostgreSQL URL as psycopg takes it, naming ``database``."""
+    parsed = make_url(url).set(drivername="postgresql", database=database)
+    return parsed.render_as_string(hide_password=False)

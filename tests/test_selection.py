@@ -194,9 +194,17 @@ def test_pin_to_ineligible_agent_falls_through(pinned, via):
     assert pick(agents, model_class="smart", **kwargs) == Selected("b", "anthropic", "auto")
 
 
-def test_unknown_pinned_agent_falls_through():
-    assert pick([agent("a")], pinned_agent="ghost", pin="ghost") == Selected(
-        "a", "anthropic", "auto"
+@pytest.mark.parametrize("via", ["task-pin", "pin"])
+def test_a_pin_to_an_agent_this_engine_does_not_define_is_left_to_one_that_does(via):
+    kwargs = {"pinned_agent": "ghost"} if via == "task-pin" else {"pin": "ghost"}
+    result = pick([agent("a")], **kwargs)
+    assert isinstance(result, Wait)  # neither run by another agent nor failed
+    assert f"{via} agent ghost is not defined on this engine" in result.reason
+
+
+def test_a_task_pin_defined_here_wins_over_a_workstream_pin_elsewhere():
+    assert pick([agent("a")], pinned_agent="a", pin="ghost") == Selected(
+        "a", "anthropic", "task-pin"
     )
 
 
@@ -248,7 +256,10 @@ def test_selection_outcome_matches_the_fleet(agents, model_class, limits, pinned
         u = limits.get(a.provider)
         return u is None or u <= NOW
 
-    if not eligible:
+    wanted = pinned or pin
+    if wanted is not None and wanted not in by_id:  # left to an engine that defines it
+        assert isinstance(result, Wait) and wanted in result.reason
+    elif not eligible:
         assert isinstance(result, NoAgent)
     elif isinstance(result, Selected):
         chosen = by_id[result.agent_id]

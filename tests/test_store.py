@@ -7,6 +7,7 @@ import os
 import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers import Workspace, job_toml
@@ -124,3 +125,18 @@ def test_connections_the_server_dropped_are_replaced_without_an_error(pg_url: st
         assert outcomes[-1] == 42, outcomes
     finally:
         store.dispose()
+
+
+def test_the_store_counts_every_statement_it_sends(tmp_path: Path) -> None:
+    """The benches read the engine's own count: one per statement, reads and writes."""
+    from sqlmodel import select as select_
+
+    from relay_engine.store.schema import Job
+
+    store = Store.for_workspace(tmp_path)
+    before = store.stats.statements
+    with store.read() as session:
+        session.exec(select_(Job)).all()
+        session.exec(select_(Job).where(Job.id == "x")).all()
+    assert store.stats.statements - before == 2 + (1 if store.is_sqlite else 0)  # BEGIN
+    store.dispose()

@@ -13,6 +13,7 @@ environment, which :func:`kill_execution` uses as the last resort.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import json
 import logging
@@ -32,7 +33,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -47,6 +48,8 @@ RESULT_NAME = "result.json"
 AGENT_DIR = "agent"  # a sandboxed agent's only writable part of its artifact folder
 _TAIL_BYTES = 8192
 SUPERVISOR = str(Path(supervisor_script.__file__).resolve())
+FORK_TAG_ROOM = 160  # forkserver.TAG_ROOM: room for a child's execution id in its environ
+FORKSERVER = str(Path(supervisor_script.__file__).with_name("forkserver.py").resolve())
 START_TIMEOUT_S = 30.0
 FORCE_KILL_AFTER_S = 3.0  # beyond the grace: the supervisor itself did not answer
 EXECUTION_ENV = "RELAY_EXECUTION_ID"
@@ -71,6 +74,8 @@ class LaunchSpec:
     conversation: bool = False  # stdin stays open after stdin_text: see RunningProcess.send
     sandbox_argc: int = 0  # leading argv elements that are the sandbox's command (bwrap … --)
     result_name: str = RESULT_NAME  # where in artifact_dir the agent writes its result
+    deadline_s: float | None = None  # the supervisor stops the agent unless extended by then
+    fence_grace_s: float | None = None  # TERM to KILL when that deadline passes
 
     @property
     def agent_argv(self) -> list[str]:
@@ -89,19 +94,21 @@ class RunningProcess:
     def __init__(
         self,
         spec: LaunchSpec,
-        proc: subprocess.Popen[bytes],
+        pid: int,
         started_at: float,
         control: socket.socket,
+        stdin: BinaryIO | None = None,
     ):
         self.spec = spec
         self.execution_id = spec.execution_id
-        self.pid = proc.pid
-        self.pgid = proc.pid  # start_new_session: the supervisor leads its own group
+        self.pid = pid
+        self.pgid = pid  # a session of its own: the supervisor leads its own group
         self._agent_pid: int | None = None
         self._started = threading.Event()
         self.started_at = started_at
         self.ended_at: float | None = None
-        self._proc = proc
+        self._returncode: int | None = None
+        self._stdin_file = stdin
         self._control = control
         self._said = b""  # what the supervisor told us so far
         self._exited = threading.Event()
@@ -131,7 +138,7 @@ class RunningProcess:
 
     @property
     def returncode(self) -> int | None:
-        return self._proc.returncode if self._exited.is_set() else None
+        return self._returncode if self._exited.is_set() else None
 
     def poll(self) -> int | None:
         return self.returncode
@@ -140,7 +147,8 @@ class RunningProcess:
         self._exited.wait(timeout)
         return self.returncode
 
-    def _mark_exited(self) -> None:
+    def _mark_exited(self, returncode: int) -> None:
+        self._returncode = returncode
         self.ended_at = time.time()
         self._exited.set()
 
@@ -148,6 +156,8 @@ class RunningProcess:
         """Return stdout bytes appended since the previous call, capped so memory stays bounded."""
         with self._lock:
             try:
+                if os.stat(self.stdout_path).st_size <= self._stdout_offset:
+                    return b""  # nothing new: cheaper than opening it (200 agents, every tick)
                 with open(self.stdout_path, "rb") as fh:
                     fh.seek(self._stdout_offset)
                     data = fh.read(max_bytes)
@@ -199,6 +209,17 @@ class RunningProcess:
         self._command(f"term {max(grace_s, 0.0):g}" if grace_s > 0 else "kill")
         self._force_kill_after(grace_s + FORCE_KILL_AFTER_S)
 
+    def extend_deadline(self, seconds: float) -> None:
+        """Move the supervisor's deadline to ``seconds`` from now: called only after the
+        engine renewed this execution's lease in the database, so an engine that cannot
+        renew (paused, cut off) never keeps its agent running past its lease."""
+        self._command(f"deadline {max(seconds, 0.0):.3f}")
+
+    @property
+    def fenced(self) -> bool:
+        """Whether the supervisor stopped the agent at its deadline (known once exited)."""
+        return b"fenced deadline" in self._said
+
     def kill_now(self) -> None:
         with self._lock:
             self._terminating = True
@@ -244,21 +265,33 @@ class RunningProcess:
                 self._agent_pid = int(rest)
             self._started.set()
 
-    def _finish(self) -> None:
-        """The supervisor exited: if it did not say how, it was killed and may have left a tree."""
-        with contextlib.suppress(OSError):
-            self._control.settimeout(0.5)
-            self._said += _read_all(self._control)
+    def _finish(self, timeout: float | None = 0.5) -> None:
+        """The supervisor exited (``timeout`` None: read until it has, its socket's end of
+        file): if it did not say how, it was killed and may have left a tree."""
+        self._control.settimeout(timeout)
+        while True:  # what arrived counts even if the socket then fails (see below)
+            try:
+                chunk = self._control.recv(4096)
+            except OSError:  # a reset: it exited with our last commands unread
+                break
+            if not chunk:
+                break
+            self._said += chunk
         self._control.close()
         if b"exit " not in self._said and b"error " not in self._said:
             kill_execution(self.execution_id, self.pgid)
 
-
-def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    while chunk := sock.recv(4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
+    def _said_code(self) -> int:
+        """The agent's exit status as its supervisor told it (a forked supervisor is not
+        ours to wait for): ``exit N``; 127 when the agent could not start; killed (-9) when
+        the supervisor died without a word."""
+        for line in reversed(self._said.split(b"\n")):
+            verb, _, rest = line.decode("utf-8", "replace").partition(" ")
+            if verb == "exit" and rest.lstrip("-").isdigit():
+                return int(rest)
+            if verb == "error":
+                return 127
+        return -signal.SIGKILL
 
 
 def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
@@ -275,9 +308,14 @@ def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
         f"{spec.grace_s:g}",
         "--wrapped",
         "1" if spec.sandbox_argc else "0",
+        *(() if spec.deadline_s is None else ("--deadline", f"{max(spec.deadline_s, 0.0):.3f}")),
+        *(() if spec.fence_grace_s is None else ("--fence-grace", f"{spec.fence_grace_s:g}")),
         "--",
         *spec.argv,
     ]
+
+
+SUPERVISOR_MODE_ENV = "RELAY_SUPERVISOR"  # "fork" (the default on Linux) or "exec"
 
 
 def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> RunningProcess:
@@ -295,19 +333,35 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     engine_end, supervisor_end = socket.socketpair()
     try:
-        proc = _spawn_supervisor(spec, supervisor_end.fileno())
+        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno())
     except BaseException:
         engine_end.close()
         raise
     finally:
         supervisor_end.close()
-    running = RunningProcess(spec, proc, time.time(), engine_end)
+    running = RunningProcess(spec, pid, time.time(), engine_end, stdin)
     if spec.conversation:
-        running._stdin = _start_conversation(proc, spec)
+        running._stdin = _start_conversation(running, spec)
     elif spec.stdin_text is not None:
-        _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", proc, spec.stdin_text)
+        _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", running, spec.stdin_text)
     _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
     return running
+
+
+def _start_supervisor(
+    spec: LaunchSpec, control_fd: int
+) -> tuple[int, BinaryIO | None, subprocess.Popen[bytes] | None]:
+    """(the supervisor's pid, the agent's stdin if relay writes it, the Popen when the
+    supervisor is our own child): forked by the engine's fork server, or started as a
+    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run)."""
+    server = fork_server() if os.environ.get(SUPERVISOR_MODE_ENV, "fork") == "fork" else None
+    if server is not None:
+        try:
+            return (*server.spawn(spec, control_fd), None)
+        except ForkServerGone:
+            log.warning("the fork server is gone: starting this supervisor as a script")
+    proc = _spawn_supervisor(spec, control_fd)
+    return proc.pid, proc.stdin, proc
 
 
 def _check_argv(spec: LaunchSpec) -> None:
@@ -363,49 +417,59 @@ def _start_daemon(target: Callable[..., None], name: str, *args: Any) -> None:
     threading.Thread(target=target, name=name, args=args, daemon=True).start()
 
 
-def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
+def _feed_stdin(running: RunningProcess, text: str) -> None:
     """Runs in its own thread: a big prompt could otherwise fill the pipe and deadlock us."""
-    assert proc.stdin is not None
+    stdin = running._stdin_file
+    assert stdin is not None
     with contextlib.suppress(BrokenPipeError, OSError):
         try:
-            proc.stdin.write(text.encode("utf-8"))
+            stdin.write(text.encode("utf-8"))
         finally:
-            proc.stdin.close()
+            stdin.close()
 
 
 def _start_conversation(
-    proc: subprocess.Popen[bytes], spec: LaunchSpec
+    running: RunningProcess, spec: LaunchSpec
 ) -> queue.SimpleQueue[bytes | None]:
     pending: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
     if spec.stdin_text is not None:
         pending.put(spec.stdin_text.encode("utf-8"))
     name = f"relay-stdin-{spec.execution_id}"
-    _start_daemon(_converse, name, proc, pending)
+    _start_daemon(_converse, name, running, pending)
     return pending
 
 
-def _converse(proc: subprocess.Popen[bytes], pending: queue.SimpleQueue[bytes | None]) -> None:
+def _converse(running: RunningProcess, pending: queue.SimpleQueue[bytes | None]) -> None:
     """Runs in its own thread: writes what the engine sends until told to close (None)."""
-    assert proc.stdin is not None
+    stdin = running._stdin_file
+    assert stdin is not None
     with contextlib.suppress(BrokenPipeError, OSError):
         try:
             while (data := pending.get()) is not None:
-                proc.stdin.write(data)
-                proc.stdin.flush()
+                stdin.write(data)
+                stdin.flush()
         finally:
-            proc.stdin.close()
+            stdin.close()
 
 
 def _wait_child(
     running: RunningProcess,
-    proc: subprocess.Popen[bytes],
+    proc: subprocess.Popen[bytes] | None,
     on_exit: Callable[[str], None] | None,
 ) -> None:
+    """Until the supervisor is gone: our child (``proc``) is waited for; a forked one is
+    gone when its control socket reaches end-of-file, having said how its agent ended."""
     running._handshake()
-    proc.wait()
-    running.close_stdin()  # ends its writer thread
-    running._finish()
-    running._mark_exited()
+    if proc is not None:
+        proc.wait()
+        running.close_stdin()  # ends its writer thread
+        running._finish()
+        code = proc.returncode
+    else:
+        running._finish(timeout=None)
+        running.close_stdin()
+        code = running._said_code()
+    running._mark_exited(code)
     if on_exit is None:
         return
     try:
@@ -437,6 +501,117 @@ def cap_file(path: Path, max_bytes: int) -> int:
         fh.write(tail)
         fh.truncate()
     return cut
+
+
+class ForkServerGone(RuntimeError):
+    """The fork server died or would not answer: start supervisors as scripts instead."""
+
+
+class ForkServer:
+    """The engine's warm supervisor factory (:mod:`relay_engine.agents.forkserver`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", FORKSERVER, "--socket", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env={**os.environ, EXECUTION_ENV: "x" * FORK_TAG_ROOM},  # each child's own tag
+                start_new_session=True,  # a Ctrl-C of the engine's terminal is the engine's
+            )
+        finally:
+            theirs.close()
+        self._said = b""
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def spawn(self, spec: LaunchSpec, control_fd: int) -> tuple[int, BinaryIO | None]:
+        """Fork a supervisor for ``spec`` with output straight to its artifact files:
+        (its pid, the agent's stdin when relay writes to it)."""
+        stdin_w: BinaryIO | None = None
+        with (
+            open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
+            open(spec.artifact_dir / STDERR_NAME, "wb") as err,
+        ):
+            if spec.stdin_text is not None or spec.conversation:
+                read_end, write_end = os.pipe()
+                stdin_w = os.fdopen(write_end, "wb")
+            else:
+                read_end = os.open(os.devnull, os.O_RDONLY)
+            try:
+                pid = self._ask(
+                    _fork_request(spec), [read_end, out.fileno(), err.fileno(), control_fd]
+                )
+            except BaseException:
+                if stdin_w is not None:
+                    stdin_w.close()
+                raise
+            finally:
+                os.close(read_end)
+        return pid, stdin_w
+
+    def _ask(self, request: dict[str, Any], fds: list[int]) -> int:
+        body = json.dumps(request).encode("utf-8", "surrogateescape")
+        payload = len(body).to_bytes(8, "big") + body
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+        with self._lock:
+            try:
+                sent = self._conn.sendmsg([payload], rights)
+                self._conn.sendall(payload[sent:])
+                while b"\n" not in self._said:
+                    chunk = self._conn.recv(4096)
+                    if not chunk:
+                        raise ForkServerGone("the fork server closed its socket")
+                    self._said += chunk
+            except OSError as error:
+                raise ForkServerGone(str(error)) from error
+            line, self._said = self._said.split(b"\n", 1)
+        verb, _, rest = line.decode("utf-8", "replace").partition(" ")
+        if verb != "pid":
+            raise LaunchError(f"cannot start {request['argv'][0]!r}: {rest}")
+        return int(rest)
+
+    def close(self) -> None:
+        self._conn.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(5)
+
+
+def _fork_request(spec: LaunchSpec) -> dict[str, Any]:
+    argv = supervisor_argv(spec, 0)
+    split = argv.index("--")
+    options = dict(zip(argv[4:split:2], argv[5:split:2], strict=True))
+    return {
+        "argv": spec.argv,
+        "env": {**spec.env, EXECUTION_ENV: spec.execution_id},
+        "cwd": str(spec.cwd),
+        "options": options,
+    }
+
+
+_server: list[ForkServer] = []
+_server_lock = threading.Lock()
+
+
+def fork_server() -> ForkServer | None:
+    """This process's fork server, started on first use and again should it have died;
+    None where it cannot run (not Linux, or it failed to start)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    with _server_lock:
+        if _server and _server[0].alive():
+            return _server[0]
+        if _server:
+            _server.pop().close()
+        try:
+            _server.append(ForkServer())
+        except OSError as error:
+            log.warning("no fork server (%s): supervisors start as scripts", error)
+            return None
+        return _server[0]
 
 
 def _read_tail(path: Path, max_bytes: int) -> tuple[bytes, bool]:

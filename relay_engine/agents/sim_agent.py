@@ -13,6 +13,8 @@ asks [{tool, input, writes}] (claude format with --permission-prompt-tool stdio:
 tool use on stdout, wait for the answer on stdin, and write ``writes`` when it is allowed;
 ``tool: AskUserQuestion`` asks a question and writes the answers to ``answers.json``),
 troubleshooter {a script for the troubleshooter of this task, e.g. its verdict as result},
+run_log (a file to append ``start``/``end`` lines to: the run's execution id, pid and
+wall-clock time, the end also on SIGTERM, so a test can tell whether two runs overlapped),
 resolve_conflicts ("ours" | "theirs": settle every conflicted file of a merge in progress, as a
 rebase agent would), review {changes_on_rounds, findings, summary} with review_round (answer a
 final review: "changes" with the findings on the listed rounds, "approve" otherwise).
@@ -427,6 +429,29 @@ def work(sim: Sim) -> int:
     return exit_code
 
 
+def log_run(path: str, what: str) -> None:
+    """One line per start and end, appended in one write, for overlap checks."""
+    run = os.environ.get("RELAY_EXECUTION_ID", "")
+    line = f"{what} {run} {os.getpid()} {time.time():.6f}\n".encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _logged(path: str) -> None:
+    """Log this run's start now and its end at exit, a SIGTERM's included."""
+    log_run(path, "start")
+
+    def on_term(_signum: int, _frame: object) -> None:
+        log_run(path, "end")
+        os._exit(143)
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, on_term)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, rest = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -436,6 +461,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if script.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if script.get("run_log"):
+        _logged(str(script["run_log"]))
+        try:
+            return _main(args, rest, script)
+        finally:
+            log_run(str(script["run_log"]), "end")
+    return _main(args, rest, script)
+
+
+def _main(args: argparse.Namespace, rest: list[str], script: dict[str, Any]) -> int:
     fmt = pick_format(args, script)
     session = resume_id(args, rest) or str(script.get("session_id") or _new_session_id())
     sim = Sim(script, fmt, session, read_prompt(args, rest))

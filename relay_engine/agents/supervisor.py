@@ -13,7 +13,12 @@ only, so it starts in a few milliseconds) in a session of its own. It
 3. starts the agent and waits for it, watching a socket shared with its engine: a command
    (``term <grace>`` / ``kill``) stops the agent's whole tree, and end-of-file -- the
    engine died, whatever the instant -- does the same;
-4. when the agent exits, stops every descendant still running, then exits with the agent's
+4. holds a *deadline* (``--deadline S``, moved on by ``deadline S`` from the engine after
+   each lease renewal it made): a deadline that passes unextended means the engine could not
+   renew its lease (it is paused, or cut off from its database), so the agent is stopped
+   (TERM, KILL after ``--fence-grace``) and the record says so, before the lease expires and
+   another engine may run the task again;
+5. when the agent exits, stops every descendant still running, then exits with the agent's
    status (re-raising the signal that killed it), after telling the engine ``exit <code>``.
 
 A sandboxed agent's argv starts with ``bwrap``, which dies of a TERM without passing it on
@@ -43,16 +48,27 @@ KILL_ROUNDS = 50
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
+_libc: list[object] = []  # the C library, loaded once (a fork server loads it before forking)
+
+
+def load_libc() -> object | None:
+    """``ctypes``' handle on the C library (for ``prctl``), or None off Linux."""
+    if not _libc and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            return None
+    return _libc[0] if _libc else None
+
+
 def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing."""
-    if not sys.platform.startswith("linux"):
-        return False
+    libc = load_libc()
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0  # type: ignore[attr-defined]
+    except AttributeError:
         return False
 
 
@@ -134,12 +150,25 @@ def _signal_all(pids: list[int], sig: int) -> None:
 
 
 class Supervisor:
-    """One agent's lifetime: start it, stop its tree on request or engine death, reap it."""
+    """One agent's lifetime: start it, stop its tree on request, at its deadline or on
+    engine death, reap it."""
 
-    def __init__(self, control: int, grace_s: float, wrapped: bool = False) -> None:
+    def __init__(
+        self,
+        control: int,
+        grace_s: float,
+        wrapped: bool = False,
+        deadline_s: float | None = None,
+        fence_grace_s: float | None = None,
+    ) -> None:
         self.control: int | None = control
         self.grace_s = grace_s
         self.wrapped = wrapped
+        self.deadline_at = None if deadline_s is None else time.monotonic() + deadline_s
+        self.fence_grace_s = grace_s if fence_grace_s is None else fence_grace_s
+        self.record_path: str | None = None
+        self.record: dict[str, str | int | bool | None] = {}
+        self.fenced = False
         self.agent_pid = 0
         self.agent_status: int | None = None
         self.kill_at: float | None = None
@@ -184,10 +213,15 @@ class Supervisor:
         self.tell(f"started {self.agent_pid}")
         return True
 
+    def _timeout(self) -> float | None:
+        """How long the wait may sleep: until the next KILL or the deadline, if any."""
+        instants = [t for t in (self.kill_at, self.deadline_at) if t is not None]
+        return max(0.0, min(instants) - time.monotonic()) if instants else None
+
     def run(self) -> int:
         """Wait for the agent while obeying the engine; returns its wait status code."""
         while self.agent_status is None:
-            timeout = None if self.kill_at is None else max(0.0, self.kill_at - time.monotonic())
+            timeout = self._timeout()
             watched = [self._wake_r] + ([self.control] if self.control is not None else [])
             ready, _, _ = select.select(watched, [], [], timeout)
             if self._wake_r in ready:
@@ -195,6 +229,8 @@ class Supervisor:
             if self.control is not None and self.control in ready and self._read_commands():
                 self.stop(self.grace_s)  # the engine is gone: so is its work
             self._handle_signals()
+            if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+                self.fence()
             if self.kill_at is not None and time.monotonic() >= self.kill_at:
                 self.kill_tree()
             self.reap()
@@ -215,7 +251,9 @@ class Supervisor:
         while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             verb, _, arg = line.decode("utf-8", "replace").partition(" ")
-            if verb == "term":
+            if verb == "deadline" and not self.fenced:
+                self.deadline_at = time.monotonic() + float(arg)
+            elif verb == "term":
                 self.stop(float(arg or self.grace_s))
             elif verb == "kill":
                 self.kill_tree()
@@ -228,6 +266,21 @@ class Supervisor:
                 self.kill_tree()
             elif signum in _STOP_SIGNALS:
                 self.stop(self.grace_s)
+
+    def fence(self) -> None:
+        """The deadline passed unextended: the engine may have lost the task's lease, so the
+        agent stops now, well before another engine may claim the task. The record says why
+        (recovery and the operator read it), and so does the engine's socket."""
+        self.deadline_at = None
+        self.fenced = True
+        if self.record_path is not None:
+            self.record.update(stopped="deadline", stopped_at=int(time.time()))
+            try:  # noqa: SIM105
+                write_record(self.record_path, self.record)
+            except OSError:
+                pass
+        self.tell("fenced deadline")
+        self.stop(self.fence_grace_s)
 
     def stop(self, grace_s: float) -> None:
         """TERM the whole tree now, KILL whatever is left after ``grace_s``."""
@@ -301,36 +354,46 @@ class Supervisor:
         return False
 
 
-def parse(argv: list[str]) -> tuple[int, str, float, bool, list[str]]:
-    """``--control FD --record PATH --grace S [--wrapped 0|1] -- AGENT ARGV…``"""
+def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``--control FD --record PATH --grace S [--wrapped 0|1] [--deadline S]
+    [--fence-grace S] -- AGENT ARGV…``"""
     split = argv.index("--")
-    options = dict(zip(argv[:split:2], argv[1:split:2], strict=True))
-    return (
+    return dict(zip(argv[:split:2], argv[1:split:2], strict=True)), argv[split + 1 :]
+
+
+def supervisor_from(options: dict[str, str]) -> Supervisor:
+    deadline = options.get("--deadline")
+    fence_grace = options.get("--fence-grace")
+    return Supervisor(
         int(options["--control"]),
-        options["--record"],
         float(options.get("--grace", "5")),
         options.get("--wrapped", "0") == "1",
-        argv[split + 1 :],
+        deadline_s=float(deadline) if deadline else None,
+        fence_grace_s=float(fence_grace) if fence_grace else None,
     )
 
 
 def main(argv: list[str]) -> None:
-    control, record_path, grace_s, wrapped, agent_argv = parse(argv)
-    supervisor = Supervisor(control, grace_s, wrapped)
+    main_with(*parse(argv))
+
+
+def main_with(options: dict[str, str], agent_argv: list[str]) -> None:
+    """Supervise ``agent_argv`` to its end, then exit as it did (run as a script, or in a
+    child the fork server just made); never returns."""
+    supervisor = supervisor_from(options)
     subreaper = become_subreaper()
     pid = os.getpid()
-    write_record(
-        record_path,
-        {
-            "supervisor_pid": pid,
-            "pgid": os.getpgid(0),
-            "start_ticks": proc_start_ticks(pid),
-            "boot_id": boot_id(),
-            "host": os.uname().nodename,
-            "subreaper": subreaper,
-            "execution_id": os.environ.get("RELAY_EXECUTION_ID", ""),
-        },
-    )
+    supervisor.record_path = options["--record"]
+    supervisor.record = {
+        "supervisor_pid": pid,
+        "pgid": os.getpgid(0),
+        "start_ticks": proc_start_ticks(pid),
+        "boot_id": boot_id(),
+        "host": os.uname().nodename,
+        "subreaper": subreaper,
+        "execution_id": os.environ.get("RELAY_EXECUTION_ID", ""),
+    }
+    write_record(supervisor.record_path, supervisor.record)
     if supervisor.engine_gone() or not supervisor.start(agent_argv):
         os._exit(127)
     code = supervisor.run()

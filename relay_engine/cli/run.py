@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import threading
 import time
 from importlib import resources
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
@@ -18,13 +21,13 @@ from relay_engine.agents.launch import missing_executable
 from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.cli.status import print_status, report_for
 from relay_engine.contracts.config import CONFIG_FILE, RelayConfig, load_config
-from relay_engine.contracts.job_file import load_job_file
+from relay_engine.contracts.job_file import JobSpec, load_job_file
 from relay_engine.core.faults import DatabaseBusy
 from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url
-from relay_engine.store.read_model import read_waits
+from relay_engine.store.read_model import live_agents, read_waits
 from relay_engine.store.schema import Event
 
 
@@ -46,24 +49,56 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     config = load_config(workspace_of(args))
-    agents = {a.id for a in config.agents}
-    specs = [
-        load_job_file(
-            Path(f),
-            known_roles=config.roles,
-            known_agents=agents,
-            max_bytes=config.inputs.max_file_bytes,
-            max_input_bytes=config.inputs.max_task_input_bytes,
-        )
-        for f in args.files
-    ]
+    # A file that cannot be read is refused before any database opens; agents other
+    # engines define are read only when a job names one relay.toml does not.
+    specs = _load_jobs(args.files, config, known_agents=None)
     store = open_store(args)
+    agents = {a.id for a in config.agents}
+    if any(t.agent is not None and t.agent not in agents for s in specs for t in s.tasks):
+        specs = _load_jobs(args.files, config, agents | _agents_elsewhere(store, config))
+    else:
+        specs = _load_jobs(args.files, config, agents)
     check_batch(store, specs)
     for spec in specs:
         outcome = submit_job(store, spec, now=time.time(), engine=config.engine)
         verb = "submitted" if outcome.created else "unchanged (already submitted)"
         console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
     return 0
+
+
+def _load_jobs(
+    files: list[str], config: RelayConfig, known_agents: set[str] | None
+) -> list[JobSpec]:
+    return [
+        load_job_file(
+            Path(f),
+            known_roles=config.roles,
+            known_agents=known_agents,
+            max_bytes=config.inputs.max_file_bytes,
+            max_input_bytes=config.inputs.max_task_input_bytes,
+        )
+        for f in files
+    ]
+
+
+STATS_ENV = "RELAY_STATS_FILE"
+
+
+def _write_stats(engine: Any) -> None:
+    """With RELAY_STATS_FILE set, what this engine asked of its database and how long its
+    ticks took, as JSON: the benches read the engine's own counts."""
+    path = os.environ.get(STATS_ENV)
+    if not path:
+        return
+    stats = {"engine": engine.id, "ticks": list(engine.ticks), **engine.store.stats.as_dict()}
+    Path(path).write_text(json.dumps(stats), encoding="utf-8")
+
+
+def _agents_elsewhere(store: Store, config: RelayConfig) -> set[str]:
+    """Agents a live engine on this database defines: a task may be pinned to one even
+    where this workspace's relay.toml does not define it (that engine will run it)."""
+    with store.read() as session:
+        return live_agents(session, time.time(), config.engine.lease_seconds)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -90,6 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     until_idle = args.until_idle or args.wait
     ok = engine.run(stop, until_idle=until_idle, waits="all" if args.wait else "none")
     stop.set()
+    _write_stats(engine)
     if follower is not None:
         follower.join(timeout=2)
     if interrupted.is_set():
@@ -97,14 +133,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not until_idle:
         return 0 if ok else 1
     print_status(engine.store, report_for(engine.store, None, config.engine))
-    return _idle_exit(engine.store, ok)
+    return _idle_exit(engine.store, ok, config.engine.lease_seconds)
 
 
-def _idle_exit(store: Store, ok: bool) -> int:
+def _idle_exit(store: Store, ok: bool, lease_s: float) -> int:
     """Exit 3 with a line per wait when only waits are left: an unattended run that stops
     tells its operator exactly what to type next."""
     with store.read() as session:
-        waits = read_waits(session)
+        waits = read_waits(session, lease_seconds=lease_s)
     if not waits:
         return 0 if ok else 1
     console.print(f"[bold yellow]waiting ({len(waits)}):[/]")

@@ -75,7 +75,7 @@ def status_report(
     job, _, task = (job_id or "").partition("/")
     now = time.time()
     with store.read() as session:
-        report = _read(session, job or None, task or None, budget_warn_at)
+        report = _read(session, job or None, task or None, budget_warn_at, lease_seconds)
         report["agents"] = [row.as_dict() for row in agent_rows(session, now)]
         report["quota"] = [asdict(q) for q in read_quota(session, None, now)]
         engines = read_engines(session, now=now, lease_seconds=lease_seconds)
@@ -84,7 +84,9 @@ def status_report(
     return report
 
 
-def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: float) -> Report:
+def _read(
+    session: Session, job_id: str | None, task_id: str | None, warn_at: float, lease_s: float
+) -> Report:
     jobs = read_jobs(session, job_ids=[job_id] if job_id else None, warn_at=warn_at)
     scope = [j.id for j in jobs] if job_id else None
     tasks = read_tasks(session, job_ids=scope, clip=False)
@@ -100,7 +102,8 @@ def _read(session: Session, job_id: str | None, task_id: str | None, warn_at: fl
     waiting: dict[str, list[str]] = {}
     for ask in open_asks:
         waiting.setdefault(ask.task_key or "", []).append(ask.waiting)
-    waits = {w.subject: _wait(w) for w in read_waits(session, job_id=job_id)}
+    found = read_waits(session, job_id=job_id, lease_seconds=lease_s)
+    waits = {w.subject: _wait(w) for w in found}
     return {
         "jobs": [{**_job(j), "wait": waits.get(f"job {j.id}")} for j in jobs],
         "tasks": [

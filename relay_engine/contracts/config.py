@@ -125,6 +125,32 @@ class EngineConfig(_Strict):
     # Every agent's sandbox unless it sets its own; unset: bwrap where it works (see README).
     sandbox: Sandbox | None = None
 
+    @property
+    def agent_deadline_seconds(self) -> float:
+        """How long an agent's supervisor lets it run past the engine's last lease renewal:
+        two heartbeats short of the lease, so a paused or cut-off engine's agent is gone
+        (its grace included) before the lease expires and another engine may claim."""
+        return self.lease_seconds - 2 * self.heartbeat_seconds
+
+    @property
+    def fence_grace_seconds(self) -> float:
+        """TERM to KILL at the deadline: within one heartbeat of the two the deadline keeps."""
+        return min(self.cancel_grace_seconds, self.heartbeat_seconds)
+
+    @model_validator(mode="after")
+    def _deadline_outlasts_heartbeats(self) -> EngineConfig:
+        # Heartbeats come every heartbeat_seconds, on a full tick: the deadline must outlast
+        # two of them, or a healthy engine's agents would be stopped between renewals.
+        beat = max(self.heartbeat_seconds, self.tick_seconds)
+        if self.agent_deadline_seconds < 2 * beat:
+            raise ValueError(
+                f"lease_seconds = {self.lease_seconds:g} is too short for heartbeat_seconds = "
+                f"{self.heartbeat_seconds:g} (tick_seconds {self.tick_seconds:g}): an agent stops "
+                "two heartbeats before its lease ends and must outlast two more, so "
+                f"lease_seconds must be at least {2 * self.heartbeat_seconds + 2 * beat:g}"
+            )
+        return self
+
 
 class InputsConfig(_Strict):
     """Size caps on what operators and planners hand relay, checked before anything runs."""

@@ -40,6 +40,13 @@ class StopReason(StrEnum):
     RELEASED = "released"
     LIMITED = "limited"
     UNAVAILABLE = "unavailable"
+    FENCED = "fenced"  # its supervisor stopped it at the deadline: the lease was not renewed
+
+
+FENCED_ERROR = (
+    "fenced: stopped at its supervisor's deadline, the engine could not renew the lease "
+    "in time (paused or cut off from the database)"
+)
 
 
 # The task moved on without the execution: nothing it did is recorded on the task.
@@ -108,6 +115,8 @@ def judge_exit(facts: ExitFacts) -> Outcome:
         return Outcome(OutcomeKind.CANCELLED, error="stopped: its task was cancelled")
     if facts.stop_reason is StopReason.RELEASED:
         return Outcome(OutcomeKind.RELEASED, error="released when the engine stopped")
+    if facts.stop_reason is StopReason.FENCED:  # not the task's doing: refunded, or lost
+        return Outcome(OutcomeKind.RELEASED, error=FENCED_ERROR)
     if facts.limit is not None:
         return Outcome(OutcomeKind.LIMITED, error=facts.limit.source_text, limit=facts.limit)
     if facts.failure is not None:

@@ -242,6 +242,9 @@ def select_agent(
     merely full makes the task wait rather than move; a limited, excluded or unavailable
     (not logged in, unreachable, CLI missing) agent releases the pin and the task falls through
     to automatic choice."""
+    elsewhere = _pinned_elsewhere(pinned_agent, pin, agents)
+    if elsewhere is not None:
+        return elsewhere
     eligible = eligible_agents(agents, role, model_class)
     if not eligible:
         return NoAgent(_no_agent_reason(role, model_class))
@@ -267,6 +270,20 @@ def select_agent(
     if not available:
         return _wait_on_agents([states[a.id] for a in eligible])
     return _all_limited(available, providers, now)
+
+
+def _pinned_elsewhere(
+    pinned_agent: str | None, pin: PinFacts | None, agents: Sequence[AgentFacts]
+) -> Wait | None:
+    """A task (or workstream) pinned to an agent this engine does not define is left to
+    an engine that does: it waits in the queue, neither run here by another agent nor
+    failed for want of one. The task's own pin is asked first, as in selection."""
+    defined = {agent.id for agent in agents}
+    wanted = pinned_agent or (pin.agent_id if pin else None)
+    via = "task-pin" if pinned_agent else "pin"
+    if wanted is None or wanted in defined:
+        return None
+    return Wait(f"{via} agent {wanted} is not defined on this engine: left to one that defines it")
 
 
 LIMITS = " (max_concurrent on this engine, or a cluster_max_concurrent/[cluster] cap)"

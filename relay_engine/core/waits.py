@@ -73,6 +73,35 @@ def task_wait(task: TaskFacts, *, gate: GateState | None = None) -> Wait | None:
     return Wait(subject, reason, task.not_before, f"relay agents reset {on}" if on else "")
 
 
+@dataclass(frozen=True)
+class AgentHome:
+    """An engine that defines an agent, as the engines registry says."""
+
+    engine_id: str
+    host: str
+    live: bool
+
+
+def pinned_wait(
+    key: str, agent: str, homes: Sequence[AgentHome], *, workstream: str | None = None
+) -> Wait | None:
+    """A queued task pinned to ``agent`` (itself, or through its ``workstream``'s pin) waits
+    while no live engine defines that agent: only such an engine claims it. None while one
+    does (it is only queued)."""
+    if any(home.live for home in homes):
+        return None
+    if homes:
+        named = ", ".join(f"engine {h.engine_id} on {h.host}" for h in homes[:2])
+        more = f" and {len(homes) - 2} more" if len(homes) > 2 else ""
+        what = f"agent {agent} (defined on {named}{more}, not running)"
+    else:
+        what = f"agent {agent} (defined on no engine)"
+    job, _, _ = key.partition("/")
+    target = f"{job} {workstream}" if workstream else key
+    release = f"relay run where agent {agent} is defined, or relay pin {target} ANOTHER_AGENT"
+    return Wait(f"task {key}", what, None, release)
+
+
 def _gate_wait(subject: str, task: TaskFacts, gate: GateState) -> Wait:
     job = task.job_id
     if gate == "assess":

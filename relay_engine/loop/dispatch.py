@@ -11,6 +11,7 @@ fleet-wide caps an operator sets are counted under an advisory lock of their own
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, or_, text, tuple_
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select, update
 
 from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
+from relay_engine.core.faults import is_busy
 from relay_engine.core.scheduler import TaskFacts, plan_dispatch
 from relay_engine.core.selection import Selected
 from relay_engine.core.states import TaskState
@@ -40,7 +42,7 @@ class QueueView:
     """One read of what dispatch decides on."""
 
     queued: list[Any]  # rows of QUEUE_COLUMNS: unclaimed QUEUED tasks
-    running: list[Task]
+    running: list[Any]  # rows of BUSY_COLUMNS: claimed tasks
     jobs: dict[str, Job]
     pins: dict[tuple[str, str, str], str]
     free: int = 0  # agents this engine may start now
@@ -65,18 +67,14 @@ def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> 
     )
 
 
-_BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
+BUSY_STATES = frozenset({TaskState.RUNNING, TaskState.QUEUED})
 
 
-def _claimed() -> ColumnElement[bool]:
+def claimed() -> ColumnElement[bool]:
     """Claimed tasks, found through the execution id's index: ``> ''`` rather than ``IS NOT
     NULL`` because SQLite only walks an index for a range, and the state is checked in
     Python because a condition on it would lead the planner to scan every QUEUED row."""
     return col(Task.execution_id) > ""
-
-
-def busy_tasks(session: Session) -> list[Task]:
-    return [t for t in session.exec(select(Task).where(_claimed())) if t.state in _BUSY_STATES]
 
 
 QUEUE_COLUMNS = (
@@ -87,8 +85,33 @@ QUEUE_COLUMNS = (
 """What ordering and agent selection read: plain rows, not ORM objects, since a queue of
 thousands is read on every dispatch."""
 
+BUSY_COLUMNS = (
+    *QUEUE_COLUMNS, Task.lease_owner, Task.lease_expires_at, Task.agent, Task.lock_dir,
+    Task.attempt, Task.max_attempts, Task.recoveries,
+)  # fmt: skip
+"""What dispatch and recovery read of claimed tasks: plain rows (an engine running 200
+agents reads them every tick; whole ORM rows, with every JSON column, cost 18 ms)."""
+
+
+def busy_tasks(session: Session) -> list[Any]:
+    """Claimed tasks still queued or running, as rows of :data:`BUSY_COLUMNS`."""
+    rows = session.exec(select(*BUSY_COLUMNS).where(claimed()))
+    return [row for row in rows if row.state in BUSY_STATES]
+
 
 QUEUE_PAGE_MIN = 32
+
+
+@dataclass
+class QueueKept:
+    """What a fast tick's dispatch need not read again: job rows, their pins, and whether
+    any resumed work was queued at the last look. Kept from one full tick to the next
+    (commands, which change pins and budgets, are applied on full ticks; work resumed
+    after a limit is found by the next full tick's read)."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    pins: dict[str, dict[tuple[str, str, str], str]] = field(default_factory=dict)
+    resumed: bool | None = None  # None: not looked at yet
 
 
 def read_queue(
@@ -97,22 +120,36 @@ def read_queue(
     *,
     engine_id: str | None = None,
     max_running: int | None = None,
+    exclude: frozenset[str] = frozenset(),
+    kept: QueueKept | None = None,
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
     ``capacity`` is this engine's slots (``engine_id``'s claims count against it; without
     an engine id, every claim does). Only as many queued tasks are read as it takes to
     fill the free slots (a few pages, in dispatch order, over ``ix_relay_task_queue``), so
-    the cost of a dispatch does not grow with the length of the queue.
+    the cost of a dispatch does not grow with the length of the queue. ``exclude`` are
+    tasks a claim of this tick passed over (another session holds their rows): the next
+    candidates are read in their place.
     """
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
-    queued = _top_of_queue(session, running, free) if free > 0 else []
+    kept = kept if kept is not None else QueueKept()
+    queued = _top_of_queue(session, running, free, exclude, kept) if free > 0 else []
     job_ids = sorted({t.job_id for t in queued})
-    jobs = {j.id: j for j in session.exec(select(Job).where(col(Job.id).in_(job_ids)))}
+    missing = [job_id for job_id in job_ids if job_id not in kept.jobs]
+    if missing:
+        kept.jobs.update(
+            (j.id, j) for j in session.exec(select(Job).where(col(Job.id).in_(missing)))
+        )
+        for job_id in missing:
+            kept.pins[job_id] = {}
+        for key, agent in active_pins(session, missing).items():
+            kept.pins[key[0]][key] = agent
+    jobs = {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
-    pins = active_pins(session, job_ids)
+    pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
     return QueueView(queued, running, jobs, pins, free=free, lock_dirs=lock_dirs)
 
 
@@ -120,18 +157,20 @@ def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
     return sum(1 for task in tasks if task.lease_owner == engine_id)
 
 
-def _ready(busy: set[tuple[str, str]]) -> Any:
+def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> Any:
     """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
     query = select(*QUEUE_COLUMNS).where(
         Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
     )
+    if exclude:
+        query = query.where(col(Task.key).not_in(sorted(exclude)))
     if busy:
         free_scope = tuple_(Task.job_id, Task.workstream).not_in(sorted(busy))
         query = query.where(or_(col(Task.workstream).is_(None), free_scope))
     return query
 
 
-def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
+def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[str]) -> list[Any]:
     """Work back from a provider limit, which dispatches first: few rows, found through
     their own index and checked here (see :func:`_claimed` for why not in SQL)."""
     rows = session.exec(select(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
@@ -141,19 +180,23 @@ def _resumed(session: Session, busy: set[tuple[str, str]]) -> list[Any]:
         if r.state == TaskState.QUEUED
         and r.execution_id is None
         and (r.job_id, r.workstream) not in busy
+        and r.key not in exclude
     ]
 
 
-def _top_of_queue(session: Session, running: list[Task], free: int) -> list[Any]:
+def _top_of_queue(
+    session: Session, running: list[Any], free: int, exclude: frozenset[str], kept: QueueKept
+) -> list[Any]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
     page = max(4 * free, QUEUE_PAGE_MIN)
-    rows = _resumed(session, busy)
+    rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
+    kept.resumed = bool(rows)
     order = (Task.priority, Task.created_at, Task.key)
     after: tuple[Any, ...] | None = None
     while True:
-        query = _ready(busy).where(col(Task.resumed_at).is_(None))
+        query = _ready(busy, exclude).where(col(Task.resumed_at).is_(None))
         if after is not None:
             query = query.where(tuple_(*order) > tuple_(*after))
         batch = list(session.exec(query.order_by(*order).limit(page)))
@@ -197,6 +240,9 @@ def claim_batch(
     artifacts: Path | None = None,
     caps: FleetCaps | None = None,
     lock_dirs: dict[str, str | None] | None = None,
+    passed_over: set[str] | None = None,
+    budgeted: set[str] | None = None,
+    mine: int | None = None,
 ) -> list[Claim]:
     """Claim tasks in one short transaction: each one conditional UPDATE, re-checked.
 
@@ -207,16 +253,32 @@ def claim_batch(
     when set, are counted under their own advisory locks, the only waits, bounded by the
     store's ``lock_timeout``. ``artifacts`` is where each execution's directory (and its
     supervisor's record) will be, written with the claim so recovery can find it.
+    ``passed_over`` receives the wanted tasks this batch could not take (their rows held by
+    another session, or claimed since), so the caller can fill their slots with the next
+    candidates in the same tick. ``budgeted`` (jobs with a budget, when the caller knows)
+    and ``mine`` (this engine's running claims, which only it makes) spare the claim
+    re-reading what does not concern it: without fleet caps or scoped tasks, the fleet's
+    claims are not read again.
     """
     caps = caps or FleetCaps()
     lock_dirs = lock_dirs or {}
     claims: list[Claim] = []
     with store.write() as session:
         _hold_fleet_caps(session, store, caps, wanted)
+        locked_at = time.perf_counter()  # from here on this transaction holds locks
+        scoped = any(t.workstream or lock_dirs.get(t.job_id) for t, _ in wanted)
+        if scoped:
+            _wait_no_more(session, store)
         claimable = _claimable(session, [task.key for task, _ in wanted])
-        fleet = _Fleet.read(session, engine_id)
+        if passed_over is not None:
+            passed_over.update(task.key for task, _ in wanted if task.key not in claimable)
+        if scoped or caps.max_running is not None or caps.agents or caps.providers or mine is None:
+            fleet = _Fleet.read(session, engine_id)
+        else:
+            fleet = _Fleet(mine, FleetCounts(), set())
         crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
-        spent = _spent_jobs(session, {task.job_id for task, _ in wanted})
+        jobs = {task.job_id for task, _ in wanted}
+        spent = _spent_jobs(session, jobs if budgeted is None else jobs & budgeted)
         for task, selected in wanted:
             if fleet.mine >= capacity or fleet.full(caps):
                 break
@@ -236,6 +298,7 @@ def claim_batch(
                 claims.append(claim)
                 fleet.took(selected, scopes)
         session.add_all([_execution(claim, engine_id, artifacts) for claim in claims])
+    store.stats.note_claim((time.perf_counter() - locked_at) * 1000)
     return claims
 
 
@@ -260,10 +323,10 @@ class _Fleet:
         query = select(
             Task.job_id, Task.workstream, Task.lock_dir, Task.state, Task.lease_owner,
             Task.agent, Task.provider,
-        ).where(_claimed())  # fmt: skip
+        ).where(claimed())  # fmt: skip
         fleet = cls(0, FleetCounts(), set())
         for row in session.exec(query):
-            if row.state in _BUSY_STATES:
+            if row.state in BUSY_STATES:
                 fleet.mine += row.lease_owner == engine_id
                 fleet.counts.add(row.agent, row.provider)
                 fleet.scopes |= claim_scopes(row.job_id, row.workstream, row.lock_dir)
@@ -292,6 +355,17 @@ def _hold_fleet_caps(
         return
     for name in caps.lock_names((s.agent_id, s.provider) for _, s in wanted):
         session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
+
+
+CLAIM_LOCK_TIMEOUT_MS = 100
+
+
+def _wait_no_more(session: Session, store: Store) -> None:
+    """Past the fleet caps, nothing in a claim is worth waiting for (PostgreSQL): rows are
+    taken with SKIP LOCKED, and whatever else might still wait (a scope index entry another
+    session is writing) gives up within this bound and costs only its own task."""
+    if not store.is_sqlite:
+        session.exec(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
 
 
 def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
@@ -326,6 +400,8 @@ def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
 def _spent_jobs(session: Session, job_ids: set[str]) -> set[str]:
     """Jobs whose budget is spent, read inside the claim transaction: two engines cannot
     both start work on the last dollar."""
+    if not job_ids:
+        return set()
     jobs = session.exec(select(Job).where(col(Job.id).in_(sorted(job_ids)))).all()
     return set(spend.job_holds(session, jobs))
 
@@ -375,7 +451,6 @@ def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
         for name, value in values.items():
             setattr(locked, name, value)
         claimed = locked
-    _count_assignment(session, claimed, ticket.selected, execution_id, ticket.now)
     return Claim(claimed, ticket.selected, execution_id)
 
 
@@ -396,6 +471,10 @@ def _claim_scoped(session: Session, key: str, values: dict[str, Any]) -> Task | 
             return session.execute(claim).scalars().first()
     except IntegrityError:
         return None  # a scope index says another engine holds its scope
+    except OperationalError as error:
+        if not is_busy(error):
+            raise
+        return None  # another session writes in its scope right now: passed over
 
 
 def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Execution:
@@ -411,9 +490,10 @@ def _execution(claim: Claim, engine_id: str, artifacts: Path | None) -> Executio
     )
 
 
-def _count_assignment(
-    session: Session, task: Task, selected: Selected, execution_id: str, now: float
-) -> None:
+def count_assignment(session: Session, claim: Claim, now: float) -> None:
+    """A pinned agent's start counts on its assignment: written with the start, not in the
+    claim, whose every statement must pass over rows others hold rather than wait."""
+    task, selected, execution_id = claim.task, claim.selected, claim.execution_id
     if selected.via != "pin":
         return
     session.exec(

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -51,6 +52,7 @@ from relay_engine.store.read_model import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
 
 log = logging.getLogger(__name__)
+TICKS_KEPT = 10_000
 IdleWaits = Literal["none", "timed", "all"]
 SETTLING_KINDS = (
     EventKind.TASK_CANCELLED, EventKind.TASK_HANDED_BACK, EventKind.TASK_SUCCEEDED,
@@ -94,6 +96,7 @@ class Engine:
             config=config or load_config(self.workspace),
             wake=self.wake,
             worktrees=Worktrees(self.workspace),
+            clock=clock,
         )
         self.starter = Starter(self.runtime)
         self.rounds = PlannerRounds(self.runtime, spawn=self.starter.spawn)
@@ -106,6 +109,7 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = 0
+        self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
 
     @property
     def config(self) -> RelayConfig:
@@ -280,6 +284,7 @@ class Engine:
     def _safe_tick(self, *, full: bool = True) -> bool:
         """A tick; a busy or unreachable database or a full disk holds the engine up (and
         is logged once) instead of stopping it. Anything else still stops it loudly."""
+        began = time.perf_counter()
         try:
             self._command_waiting.clear()
             changed = self.tick(full=full)
@@ -289,6 +294,7 @@ class Engine:
                 raise
             self.health.failed(condition, error, self.clock())
             return True
+        self.ticks.append((time.time(), (time.perf_counter() - began) * 1000))
         self._last_db_ok = self.clock()
         self.health.succeeded(self._last_db_ok)
         if changed:
@@ -308,6 +314,7 @@ class Engine:
         changed = False
         if full:
             self._last_full_tick = now
+            self.runtime.forget_fleet()  # what other engines recorded is read again
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
@@ -319,7 +326,8 @@ class Engine:
             changed |= promote_ready(self.store, now, self._gated())
             self._notice_settled_elsewhere()
         changed |= self.reaper.reap(now, fence=full)
-        changed |= self._finish_jobs(now)
+        if full:  # whether a job is done waits for the next full tick: two reads per job saved
+            changed |= self._finish_jobs(now)  # on every exit's fast tick
         if (
             self.condition != DISK_FULL
             and now - self._last_db_ok < self.config.engine.lease_seconds
@@ -350,7 +358,10 @@ class Engine:
                 query = select(Task.key).where(or_(col(Task.state).in_(active), timed))
             if session.exec(query.limit(1)).first() is not None:
                 return False
-            if self.rounds.planning_active(session) or (waits == "all" and read_waits(session)):
+            if self.rounds.planning_active(session):
+                return False
+            lease = self.config.engine.lease_seconds
+            if waits == "all" and read_waits(session, now=self.clock(), lease_seconds=lease):
                 return False
         return not self.pulls.busy(self.clock())
 
@@ -370,26 +381,29 @@ class Engine:
 
     # -- heartbeat and recovery ------------------------------------------------------
     def _heartbeat(self, now: float) -> None:
+        """Renew this engine's row and its executions' leases; only once that committed are
+        the agents' supervisor deadlines moved on (a renewal that failed moves nothing, so
+        the agents of an engine that cannot reach its database stop before their leases
+        end)."""
         if now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
             return
         self._last_heartbeat = now
         lease_until = now + self.config.engine.lease_seconds
+        renewed: set[str] = set()
         with self.store.write() as session:
             session.exec(
                 update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
             )
             held = list(self.runtime.held())
-            if held:
-                session.exec(
-                    update(Task)
-                    .where(col(Task.execution_id).in_(held))
+            for table in (Task, Plan) if held else ():
+                renewal = (
+                    update(table)
+                    .where(col(table.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
+                    .returning(table.execution_id)
                 )
-                session.exec(
-                    update(Plan)
-                    .where(col(Plan.execution_id).in_(held))
-                    .values(lease_expires_at=lease_until)
-                )
+                renewed.update(session.execute(renewal).scalars())
+        self.runtime.extend_deadlines(lease_until, renewed)
 
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, update
+from sqlmodel import Session, update
 
 from relay_engine.agents.adapters.base import (
     Adapter,
@@ -58,6 +58,7 @@ class LiveExecution:
 
     def wait_on(self, ask_id: int, request: ToolRequest, now: float) -> None:
         self.asks[ask_id] = request
+        self.extra["asked"] = True  # its asks are settled when it ends
         if self.waiting_since is None:
             self.waiting_since = now
 
@@ -124,6 +125,24 @@ class FinishedExecution:
     merge: MergeResult | None = None
 
 
+def spawn_row(
+    request: LaunchRequest, live: LiveExecution, spec: LaunchSpec, now: float, redactor: Redactor
+) -> dict[str, Any]:
+    """Where and how the agent runs (argv with secrets redacted), as its execution row's
+    new values; the caller writes a tick's starts in one statement."""
+    live.started_at = now
+    return {
+        "id": request.execution_id,
+        "pid": live.process.pid,
+        "pgid": live.process.pgid,
+        "started_at": now,
+        "argv": display_argv(spec.argv, request.prompt, redactor),
+        "account": request.agent.account,
+        "cwd": str(spec.cwd),
+        "artifact_dir": str(spec.artifact_dir),
+    }
+
+
 def record_spawn(
     session: Session,
     request: LaunchRequest,
@@ -133,17 +152,4 @@ def record_spawn(
     redactor: Redactor,
 ) -> None:
     """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
-    live.started_at = now
-    session.exec(
-        update(Execution)
-        .where(col(Execution.id) == request.execution_id)
-        .values(
-            pid=live.process.pid,
-            pgid=live.process.pgid,
-            started_at=now,
-            argv=display_argv(spec.argv, request.prompt, redactor),
-            account=request.agent.account,
-            cwd=str(spec.cwd),
-            artifact_dir=str(spec.artifact_dir),
-        )
-    )
+    session.execute(update(Execution), [spawn_row(request, live, spec, now, redactor)])

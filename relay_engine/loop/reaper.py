@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from sqlmodel import Session, col, select, update
 
@@ -48,6 +49,7 @@ from relay_engine.ops.completion import (
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
+from relay_engine.store.task_rows import preload_drafts
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
 STDERR_WATCH_INTERVAL_S = 2.0
@@ -95,6 +97,8 @@ class Reaper:
             if live.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, runtime.config.engine.cancel_grace_seconds)
             if live.process.poll() is not None:
+                if live.process.fenced and live.stop_reason is None:
+                    live.stop_reason = StopReason.FENCED  # refunded if still ours, else lost
                 finished = self._judge(live, wall)
                 del runtime.live[live.execution_id]
                 runtime.exited[live.execution_id] = finished
@@ -135,6 +139,7 @@ class Reaper:
         quota.record_windows(
             session, key, readings, agent_id=live.agent_id, stop_at=config.stop_at(key), now=now
         )
+        self.runtime.forget_fleet()  # a watermark crossed parks the account's next starts
 
     def _watch_stderr(self, live: LiveExecution, now: float) -> None:
         """Some CLIs retry a dead network on stderr only (gemini): look every few seconds."""
@@ -273,27 +278,42 @@ class Reaper:
         stale: list[FinishedExecution] = []
         with runtime.store.write() as session:
             owned = fenced_tasks(session, claims)
+            preload_drafts(session, {e.live.job_id for e in pending if e.live.task_key})
+            kept = {}
             for exit_ in pending:
                 live = exit_.live
-                task = owned.get(live.task_key or "")
                 if live.plan_id is not None:
-                    kept = self.plans.owns(session, live.plan_id, live.execution_id)
+                    kept[live.execution_id] = self.plans.owns(
+                        session, live.plan_id, live.execution_id
+                    )
                 else:
-                    kept = task is not None
-                # The row first: applying the outcome may still refine it (a vetted review).
-                self._record_execution(session, exit_, now, kept)
+                    kept[live.execution_id] = live.task_key in owned
+            # The rows first, in one statement: applying an outcome may still refine one.
+            rows = [
+                self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending
+            ]
+            session.execute(update(Execution), rows)
+            for exit_ in pending:
+                live = exit_.live
                 last = self._new_windows(live, exit_.report, now, final=True)
                 if last is not None:
                     self._record_windows(session, live, last, now)
                 if live.plan_id is not None:
                     self.plans.complete(session, exit_, now)
                 else:
-                    self.on_complete(session, live, exit_.outcome, now, task)
-                if not kept and exit_.outcome.kind not in GONE:
+                    self.on_complete(
+                        session, live, exit_.outcome, now, owned.get(live.task_key or "")
+                    )
+                if not kept[live.execution_id] and exit_.outcome.kind not in GONE:
                     stale.append(exit_)
-            warn_at = runtime.config.engine.budget_warn_at
-            budgets.announce(session, {e.live.job_id for e in pending}, warn_at, now)
-            asks.cancel_open(session, [e.live.execution_id for e in pending], now)
+            spent = {e.live.job_id for e in pending if _spent_anything(e)}
+            if spent:  # a budget's level can only move with spend
+                budgets.announce(session, spent, runtime.config.engine.budget_warn_at, now)
+            asked = [e.live.execution_id for e in pending if e.live.extra.get("asked")]
+            asks.cancel_open(session, asked, now)
+        daily = _daily_budgets(runtime)
+        if any(_changes_fleet(e, daily) for e in pending):
+            runtime.forget_fleet()
         for exit_ in pending:
             runtime.exited.pop(exit_.live.execution_id, None)
         for exit_ in stale:
@@ -307,9 +327,9 @@ class Reaper:
         if job is not None:
             self.runtime.worktrees.undo_merge(job.repo_path, job.id, exit_.merge)
 
-    def _record_execution(
+    def _execution_row(
         self, session: Session, exit_: FinishedExecution, now: float, kept: bool
-    ) -> None:
+    ) -> dict[str, Any]:
         """The execution's row; its outcome only when it still owned its task, else lost."""
         live, report, outcome = exit_.live, exit_.report, exit_.outcome
         kind, error = outcome.kind.value, outcome.error
@@ -330,26 +350,23 @@ class Reaper:
             cached_tokens=report.cached_tokens,
             prices=self.runtime.config.prices,
         )
-        session.exec(
-            update(Execution)
-            .where(col(Execution.id) == live.execution_id)
-            .values(
-                ended_at=now,
-                exit_code=exit_.exit_code,
-                outcome=kind,
-                error=error,
-                session_id=report.session_id,
-                input_tokens=report.input_tokens,
-                output_tokens=report.output_tokens,
-                cached_tokens=report.cached_tokens,
-                model=model,
-                cost_usd=spend.cost_usd,
-                cost_estimated=spend.estimated,
-                last_output=(live.last_output or live.saved_output or "")[:300] or None,
-                denials=[d.as_json() for d in live.all_denials()],
-            )
-        )
         _note_cli_denials(session, live, now)
+        return {
+            "id": live.execution_id,
+            "ended_at": now,
+            "exit_code": exit_.exit_code,
+            "outcome": kind,
+            "error": error,
+            "session_id": report.session_id,
+            "input_tokens": report.input_tokens,
+            "output_tokens": report.output_tokens,
+            "cached_tokens": report.cached_tokens,
+            "model": model,
+            "cost_usd": spend.cost_usd,
+            "cost_estimated": spend.estimated,
+            "last_output": (live.last_output or live.saved_output or "")[:300] or None,
+            "denials": [d.as_json() for d in live.all_denials()],
+        }
 
     def on_complete(
         self,
@@ -369,8 +386,10 @@ class Reaper:
             wait = agent_status.decide_agent_wait(
                 session, task, outcome.failure, self.runtime.config, now
             )
-        elif outcome.kind in (OutcomeKind.SUCCEEDED, OutcomeKind.FAILED):
-            agent_status.note_worked(session, live.agent_id, now)  # e.g. a probe got through
+        elif outcome.kind in (OutcomeKind.SUCCEEDED, OutcomeKind.FAILED) and (
+            self.runtime.may_be_unavailable(live.agent_id)  # e.g. a probe got through
+        ):
+            agent_status.note_worked(session, live.agent_id, now)
         self._carry_over(session, task, live, outcome, decision, now)
         apply_outcome(session, task, outcome, now=now, limit_decision=decision, agent_wait=wait)
         self.runtime.settle_later(task.job_id)
@@ -450,6 +469,26 @@ class Reaper:
                     )
                 )
                 live.saved_output = live.last_output
+
+
+def _spent_anything(exit_: FinishedExecution) -> bool:
+    report = exit_.report
+    return bool(report.cost_usd or report.input_tokens or report.output_tokens)
+
+
+def _daily_budgets(runtime: EngineRuntime) -> bool:
+    config = runtime.config
+    return any(a.daily_budget_usd is not None for a in config.agents) or any(
+        p.daily_budget_usd is not None for p in config.providers.values()
+    )
+
+
+def _changes_fleet(exit_: FinishedExecution, daily_budgets: bool) -> bool:
+    """Exits after which limits, agent statuses or daily budgets may read differently."""
+    kinds = (OutcomeKind.LIMITED, OutcomeKind.UNAVAILABLE, OutcomeKind.SESSION_GONE)
+    if exit_.outcome.kind in kinds or exit_.outcome.limit is not None:
+        return True
+    return daily_budgets and _spent_anything(exit_)
 
 
 def _note_lost(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from relay_engine.agents.launch import artifact_dir
 from relay_engine.agents.runner import kill_execution, read_record, recorded_group
@@ -42,8 +42,16 @@ def kill_orphan(runtime: EngineRuntime, execution_id: str) -> None:
     kill_execution(execution_id, recorded_group(read_record(directory)))
 
 
+_CLAIM_COLUMNS = (
+    Task.key, Task.state, Task.execution_id, Task.lease_owner, Task.lease_expires_at,
+    Task.attempt, Task.max_attempts, Task.recoveries,
+)  # fmt: skip
+"""What recovery judges a claim by (this engine's own live claims are never taken back)."""
+
+
 def recover_tasks(runtime: EngineRuntime, now: float) -> bool:
     """Take back every task whose runner is gone; True when any was."""
+    mine = runtime.held()
     with runtime.store.read() as session:
         claims = [
             ClaimFacts(
@@ -55,7 +63,8 @@ def recover_tasks(runtime: EngineRuntime, now: float) -> bool:
                 t.max_attempts,
                 t.recoveries,
             )
-            for t in dispatch.busy_tasks(session)
+            for t in session.exec(select(*_CLAIM_COLUMNS).where(dispatch.claimed()))
+            if t.state in dispatch.BUSY_STATES and t.execution_id not in mine
         ]
     decisions = runtime.lost_claims(claims, now)
     for decision in decisions:

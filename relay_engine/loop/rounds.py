@@ -165,7 +165,10 @@ class PlannerRounds:
             )
         try:
             cwd = runtime.worktrees.planning_tree(repo_path, request.job_id, base_branch)
-            live, spec = self.spawn(replace(request, cwd=cwd), task_key=None, plan_id=plan.id)
+            leased = now + runtime.config.engine.lease_seconds  # what the claim wrote
+            live, spec = self.spawn(
+                replace(request, cwd=cwd), task_key=None, plan_id=plan.id, lease_until=leased
+            )
         except (LaunchError, WorkspaceError, OSError, ValueError) as error:
             self._fail_attempt(plan.id, execution_id, f"could not start planner: {error}", now)
             return True

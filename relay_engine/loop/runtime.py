@@ -8,17 +8,22 @@ the steps stay readable on their own and nothing imports the engine back.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from sqlmodel import Session
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.core.redaction import Redactor
+from relay_engine.core.selection import FleetView
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
 from relay_engine.store.engines import owner_facts
+from relay_engine.store.read_model import read_fleet
 
 
 @dataclass
@@ -32,11 +37,15 @@ class EngineRuntime:
     config: RelayConfig
     wake: Callable[..., None]
     worktrees: Worktrees
+    clock: Callable[[], float] = time.time  # the engine's clock, which leases are on
     redactor: Redactor = field(init=False)
     live: dict[str, LiveExecution] = field(default_factory=dict)
     exited: dict[str, FinishedExecution] = field(default_factory=dict)
     dirty_jobs: set[str] = field(default_factory=set)
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
+    _fleet: FleetView | None = field(default=None, init=False, repr=False)
+    generation: int = field(default=0, init=False)  # counts forget_fleet calls
+    _unready: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.use_config(self.config)
@@ -45,10 +54,54 @@ class EngineRuntime:
         """Adopt a (re)loaded config and the secret values its agents' env holds."""
         self.config = config
         self.redactor = Redactor.for_agents(a.env for a in config.agents)
+        self.forget_fleet()
+
+    def fleet_view(
+        self, session: Session, now: float, pins: dict[tuple[str, str, str], str]
+    ) -> FleetView:
+        """Limited providers and agents that cannot work, read once and kept until
+        :meth:`forget_fleet`: every full tick (so another engine's limits are seen within
+        one), and whenever this engine records what changes them. A dispatch of a fast
+        tick, one per agent exit, reads none of it again."""
+        if self._fleet is None:
+            self._fleet = read_fleet(session, self.config, now)
+            self._unready = frozenset(self._fleet.availability)
+        return replace(self._fleet, pins=pins)
+
+    def forget_fleet(self) -> None:
+        self._fleet = None
+        self.generation += 1  # what the starter kept since the last forget goes too
+
+    def may_be_unavailable(self, agent_id: str) -> bool:
+        """Whether the agent's status row may say it cannot work (so a run that got through
+        has something to clear); False only when the last fleet view read said it is ready
+        (a mark another engine made since is cleared by the next run after the next read)."""
+        return self._unready is None or agent_id in self._unready
 
     def settle_later(self, job_id: str) -> None:
         """The job's tasks changed: the next tick decides whether the job is finished."""
         self.dirty_jobs.add(job_id)
+
+    def deadline_after(self, lease_until: float) -> float:
+        """Seconds from now an agent may run on a lease that ends at ``lease_until``: its
+        supervisor's deadline, two heartbeats short of the lease."""
+        engine = self.config.engine
+        return lease_until - 2 * engine.heartbeat_seconds - self.clock()
+
+    def extend_deadlines(self, lease_until: float, renewed: set[str]) -> None:
+        """The leases of the ``renewed`` executions now end at ``lease_until`` (committed):
+        their supervisors may let them run that much longer, and no longer. A live
+        execution whose row was not renewed (its task moved on) keeps its old deadline."""
+        seconds = self.deadline_after(lease_until)
+        for execution_id, live in list(self.live.items()):
+            if execution_id in renewed:
+                live.process.extend_deadline(seconds)
+
+    def own_claims(self) -> int:
+        """Task executions this engine holds (planners do not take a slot): only this engine
+        claims against its slots, so when these fill them there is nothing to dispatch."""
+        live = sum(1 for lv in self.live.values() if lv.plan_id is None)
+        return live + sum(1 for ex in self.exited.values() if ex.live.plan_id is None)
 
     def held(self) -> frozenset[str]:
         """Executions this engine still answers for: running, or exited but not yet written.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select, update
 
 from relay_engine.agents.launch import (
     LaunchRequest,
@@ -36,11 +36,10 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop import dispatch
 from relay_engine.loop.crashpoints import crash_point
-from relay_engine.loop.live import LiveExecution, record_spawn
+from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import assignments, budgets
-from relay_engine.ops.asks import added_rules
+from relay_engine.ops import asks, assignments, budgets
 from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
@@ -60,9 +59,10 @@ from relay_engine.ops.failed_starts import (
 from relay_engine.ops.prompt_context import prompt_context
 from relay_engine.store import spend
 from relay_engine.store.events import EventKind
-from relay_engine.store.read_model import read_fleet
-from relay_engine.store.schema import Job, Task
+from relay_engine.store.schema import Execution, Job, PermissionRule, Task
 from relay_engine.store.task_rows import move_task, timeout_for
+
+REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,15 @@ class Deferred:
 
     def __str__(self) -> str:
         return self.reason
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What a dispatch round read once for all of its starts: the jobs, the operators'
+    permission rules."""
+
+    jobs: dict[str, Job]
+    rules: list[PermissionRule]
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,13 @@ class Starter:
         self.runtime = runtime
         self._base_env = dict(os.environ)  # copied once; each launch takes its allow-list from it
         self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
+        self._batch = _Batch({}, [])
+        # Kept between full ticks (see QueueKept): the queue's jobs and pins, the rules.
+        self._kept: tuple[dispatch.QueueKept, list[PermissionRule] | None, int] = (
+            dispatch.QueueKept(),
+            None,
+            -1,
+        )
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
@@ -102,21 +118,52 @@ class Starter:
         self._spawner.shutdown(wait=True)
 
     def dispatch(self, now: float) -> bool:
-        """Start what may start now: order, capacity, scope locks, agent selection."""
+        """Start what may start now: order, capacity, scope locks, agent selection.
+
+        Tasks a claim passes over (their rows held by another session) do not keep their
+        slots: the next candidates are read and claimed in the same tick, a few rounds at
+        most."""
+        settings = self.runtime.config.engine
+        if self.runtime.own_claims() >= settings.max_concurrent_agents:
+            return False  # full by this engine's own count: nothing to read
+        passed_over: set[str] = set()
+        changed = False
+        for _ in range(REFILL_ROUNDS):
+            before = len(passed_over)
+            result = self._dispatch_round(now, passed_over)
+            changed |= bool(result)
+            if result is None or len(passed_over) == before:
+                break
+        return changed
+
+    def _kept_now(self) -> tuple[dispatch.QueueKept, list[PermissionRule] | None, int]:
+        """What dispatch kept, unless the engine forgot it since (a full tick, a change)."""
+        if self._kept[2] != self.runtime.generation:
+            self._kept = (dispatch.QueueKept(), None, self.runtime.generation)
+        return self._kept
+
+    def _dispatch_round(self, now: float, passed_over: set[str]) -> bool | None:
+        """One read of the queue and one claim batch; None when nothing could start."""
         config, engine_id = self.runtime.config, self.runtime.engine_id
+        kept = self._kept_now()
         with self.runtime.store.read() as session:
             view = dispatch.read_queue(
                 session,
                 config.engine.max_concurrent_agents,
                 engine_id=engine_id,
                 max_running=config.cluster.max_running,
+                exclude=frozenset(passed_over),
+                kept=kept[0],
             )
             if not view.queued or view.free <= 0:
-                return False
+                return None
             running = dispatch.running_by_agent(view.running, engine_id)
             fleet = dispatch.fleet_counts(view.running)
             spent = spend.job_holds(session, view.jobs.values())
-            standing = read_fleet(session, config, now, pins=view.pins)
+            if kept[1] is None:
+                self._kept = (kept[0], asks.every_rule(session), self._kept[2])
+            self._batch = _Batch(view.jobs, self._kept[1] or [])
+            standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
         caps = FleetCaps.from_config(config)
@@ -135,7 +182,14 @@ class Starter:
                 changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
                 changed |= self._fail_unassignable(task, selection.reason, now)
-        return self._start(wanted, view.lock_dirs, caps, now) or changed
+        budgeted = {
+            j.id
+            for j in view.jobs.values()
+            if j.budget_usd is not None or j.budget_tokens is not None
+        }
+        mine = dispatch.owned_by(view.running, engine_id)
+        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, (budgeted, mine))
+        return started or changed
 
     def _start(
         self,
@@ -143,8 +197,12 @@ class Starter:
         lock_dirs: dict[str, str | None],
         caps: FleetCaps,
         now: float,
+        passed_over: set[str] | None = None,
+        known: tuple[set[str], int] | None = None,
     ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
+        ``known``: the jobs with a budget and this engine's claims, as the queue's read
+        found them (the claim need not read them again).
 
         Each agent's supervisor writes its on-disk record before the agent runs, so an
         engine killed anywhere in between leaves nothing that recovery cannot find and kill.
@@ -162,6 +220,9 @@ class Starter:
             artifacts=artifacts_root(runtime.workspace),
             caps=caps,
             lock_dirs=lock_dirs,
+            passed_over=passed_over,
+            budgeted=known[0] if known else None,
+            mine=known[1] if known else None,
         )
         started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
@@ -189,8 +250,14 @@ class Starter:
     ) -> None:
         with self.runtime.store.write() as session:
             owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
-            for claim, live, spec, request in started:
-                record_spawn(session, request, live, spec, now, self.runtime.redactor)
+            redactor = self.runtime.redactor
+            rows = [
+                spawn_row(request, live, spec, now, redactor) for _, live, spec, request in started
+            ]
+            if rows:  # one statement for the batch's execution rows
+                session.execute(update(Execution), rows)
+            for claim, *_ in started:
+                dispatch.count_assignment(session, claim, now)
                 self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
@@ -220,7 +287,12 @@ class Starter:
                 request = self._launch_request(claim, agent, assembled)
                 self._said[claim.execution_id] = assembled.said
                 stage = Stage.LAUNCH
-                live, spec = self.spawn(request, task_key=claim.task.key, plan_id=None)
+                live, spec = self.spawn(
+                    request,
+                    task_key=claim.task.key,
+                    plan_id=None,
+                    lease_until=claim.task.lease_expires_at,
+                )
                 return live, spec, request
             except (LaunchError, WorkspaceError, OSError, ValueError) as error:
                 failed = Deferred(str(error)) if is_disk_full(error) else str(error)
@@ -236,14 +308,27 @@ class Starter:
         write_artifacts(directory, redact(text), redact(prompt) if prompt is not None else None)
 
     def spawn(
-        self, request: LaunchRequest, *, task_key: str | None, plan_id: int | None
+        self,
+        request: LaunchRequest,
+        *,
+        task_key: str | None,
+        plan_id: int | None,
+        lease_until: float | None = None,
     ) -> tuple[LiveExecution, LaunchSpec]:
-        """Start the agent process; the caller records it (see :func:`record_spawn`)."""
+        """Start the agent process; the caller records it (see :func:`record_spawn`).
+
+        Its supervisor's deadline starts from the claim's lease (``lease_until``), not from
+        now: a slow start must not push the agent's end past the lease."""
+        runtime, settings = self.runtime, self.runtime.config.engine
         adapter = adapter_for(request.agent)
-        spec = build_launch(
-            self.runtime.workspace, request, self._base_env, self.runtime.redactor, adapter
+        spec = build_launch(runtime.workspace, request, self._base_env, runtime.redactor, adapter)
+        until = lease_until if lease_until is not None else runtime.clock() + settings.lease_seconds
+        spec = replace(
+            spec,
+            grace_s=settings.cancel_grace_seconds,
+            deadline_s=runtime.deadline_after(until),
+            fence_grace_s=settings.fence_grace_seconds,
         )
-        spec = replace(spec, grace_s=self.runtime.config.engine.cancel_grace_seconds)
         process = launch(spec, on_exit=self.runtime.wake)
         live = LiveExecution(
             execution_id=request.execution_id,
@@ -264,13 +349,16 @@ class Starter:
     def _assemble(self, task: Task, agent: AgentConfig) -> _Assembled:
         """The task's job, its prompt, the provider session to resume (if any), and the
         permission rules the agent's CLI is handed."""
-        with self.runtime.store.read() as session:
-            job = session.get(Job, task.job_id)
+        batch = self._batch
+        with self.runtime.store.read() as session:  # the batch's job and rules, not again
+            job = batch.jobs.get(task.job_id) or session.get(Job, task.job_id)
             prompt = assemble_prompt(
                 prompt_context(session, self.runtime.workspace, task, job, agent.provider)
             )
             resume = assignments.resumable_session(session, task, agent.id)
-            added = added_rules(session, task_key=task.key, job_id=task.job_id, agent=agent.id)
+            added = asks.rules_of(
+                batch.rules, task_key=task.key, job_id=task.job_id, agent=agent.id
+            )
         allow, deny = cli_rules(self.runtime.config, agent, added)
         return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
 
@@ -357,6 +445,7 @@ class Starter:
             return
         self.runtime.settle_later(fenced.job_id)
         if isinstance(error, AgentFailure):
+            self.runtime.forget_fleet()  # the agent's status changes here
             wait = agent_status.decide_agent_wait(session, fenced, error, self.runtime.config, now)
             move_to_other_agent(session, fenced, wait, now)
         else:
@@ -423,7 +512,15 @@ class Starter:
 
     @staticmethod
     def _unclaimed(session: Session, key: str) -> Task | None:
-        fresh = session.get(Task, key)
+        """The task, locked, while still queued and unclaimed; None when another session
+        holds its row (it is passed over, not waited for) or it moved on."""
+        query = (
+            select(Task)
+            .where(col(Task.key) == key)
+            .with_for_update(skip_locked=True)
+            .execution_options(populate_existing=True)
+        )
+        fresh = session.exec(query).first()
         if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
             return None
         return fresh

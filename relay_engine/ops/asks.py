@@ -148,6 +148,22 @@ def rule_to_add(ask: Ask) -> str:
     return ask.suggested_rule or "no rule: a question is answered once"
 
 
+def every_rule(session: Session) -> list[PermissionRule]:
+    """Every rule operators added, read once for a batch of starts (see :func:`rules_of`)."""
+    return list(session.exec(select(PermissionRule)))
+
+
+def rules_of(
+    rows: list[PermissionRule], *, task_key: str | None, job_id: str, agent: str
+) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """(allow, deny) of ``rows`` that apply to this task, its job or its agent."""
+    targets = {("task", task_key), ("job", job_id), ("agent", agent)}
+    mine = [r for r in rows if (r.scope, r.target) in targets and r.target]
+    allow = tuple(parse_rule(r.rule) for r in mine if r.effect == "allow")
+    deny = tuple(parse_rule(r.rule) for r in mine if r.effect == "deny")
+    return allow, deny
+
+
 def added_rules(
     session: Session, *, task_key: str | None, job_id: str, agent: str
 ) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:

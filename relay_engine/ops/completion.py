@@ -24,7 +24,13 @@ from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import allowed_wave
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
-from relay_engine.store.task_rows import job_tasks, mark_blocked, move_task, tasks_by_key
+from relay_engine.store.task_rows import (
+    draft_tasks,
+    job_tasks,
+    mark_blocked,
+    move_task,
+    tasks_by_key,
+)
 
 # Which agent takes a swapped task is dispatch's choice, made when a slot is free, so the
 # event that moves it names none (the next task.started does).
@@ -279,7 +285,7 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
     # A draft that also waits on another job's task is left to the readiness pass.
     drafts = [
         t
-        for t in job_tasks(session, task.job_id, [TaskState.DRAFT])
+        for t in draft_tasks(session, task.job_id)
         if task.task_id in t.dependencies and t.blocked_by is None and not t.external_deps
     ]
     if not drafts:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 import urllib.parse
 import uuid
@@ -174,6 +175,33 @@ def sqlite_file_problem(path: Path) -> str | None:
     return None
 
 
+class StoreStats:
+    """What one process asked of its database: statements sent (counted as the driver gets
+    them, so a bench reads the engine's own count rather than wrapping it from outside) and
+    how long each claim transaction held its locks (from the moment it owned them to the
+    end of its commit, measured in the claim itself)."""
+
+    HOLDS_KEPT = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.statements = 0
+        self.claim_holds_ms: list[float] = []
+
+    def count(self, *_: Any) -> None:
+        with self._lock:
+            self.statements += 1
+
+    def note_claim(self, hold_ms: float) -> None:
+        with self._lock:
+            if len(self.claim_holds_ms) < self.HOLDS_KEPT:
+                self.claim_holds_ms.append(hold_ms)
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {"statements": self.statements, "claim_holds_ms": list(self.claim_holds_ms)}
+
+
 class Store:
     """One database, shared by every engine and console of a workspace (or a fleet).
 
@@ -199,11 +227,14 @@ class Store:
         # One workspace has one relay on SQLite; on PostgreSQL an older engine may still run.
         self.auto_migrate = self.is_sqlite if auto_migrate is None else auto_migrate
         self.lease_s = lease_s
+        self.stats = StoreStats()
         try:
             self._open(create=create, create_empty=create_empty)
         except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
             fault = DatabaseBusy if is_busy(error) else DatabaseFault
             raise fault(explain(error, self.where, self.url.split(":", 1)[0])) from error
+        for engine in {id(e): e for e in (self._writer, self._reader)}.values():
+            sa_event.listen(engine, "before_cursor_execute", self.stats.count)
 
     @property
     def where(self) -> str:

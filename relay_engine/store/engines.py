@@ -183,8 +183,14 @@ def age_text(seconds: float) -> str:
 
 
 # -- the registry ---------------------------------------------------------------------------
+HOST_ENV = "RELAY_HOST"
+
+
 def this_host() -> str:
-    return socket.gethostname()
+    """The host this engine registers as: ``RELAY_HOST`` when set (containers that share one
+    hostname, or tests that play two hosts on one machine), else the hostname. Recovery
+    kills a dead engine's processes by pid only for engines of this very host name."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 def register_engine(store: Store, engine_id: str, *, role: str, now: float) -> EngineRecord:

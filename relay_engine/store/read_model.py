@@ -10,11 +10,12 @@ these tables for display.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import case, func
+from sqlalchemy import case, func, or_
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts.accounts import split_key
@@ -27,14 +28,17 @@ from relay_engine.core.quota import QuotaReading, Watermark, watermark, window_l
 from relay_engine.core.quota import QuotaWindow as Window
 from relay_engine.core.selection import FleetView
 from relay_engine.core.states import JobState, TaskState
-from relay_engine.core.waits import GateState, Wait, job_wait, task_wait
+from relay_engine.core.waits import AgentHome, GateState, Wait, job_wait, pinned_wait, task_wait
 from relay_engine.core.waits import TaskFacts as WaitFacts
+from relay_engine.store.db import DEFAULT_LEASE_S
+from relay_engine.store.engines import why_gone
 from relay_engine.store.plan_rows import allowed_wave, gated_keys
 from relay_engine.store.schema import (
     AgentRecord,
     AgentStatus,
     Ask,
     Assignment,
+    EngineRecord,
     Execution,
     Job,
     PermissionRule,
@@ -1042,9 +1046,16 @@ def read_added_rules(session: Session, *, job_id: str | None = None) -> list[Rul
 WAITING_TASK_STATES = (TaskState.PARKED, TaskState.HELD, TaskState.DRAFT)
 
 
-def read_waits(session: Session, *, job_id: str | None = None) -> list[Wait]:
+def read_waits(
+    session: Session,
+    *,
+    job_id: str | None = None,
+    now: float | None = None,
+    lease_seconds: float = DEFAULT_LEASE_S,
+) -> list[Wait]:
     """Everything that waits for time or for someone, jobs first: what ``relay status``
-    notes and ``relay run --until-idle`` lists when nothing else is left to do."""
+    notes and ``relay run --until-idle`` lists when nothing else is left to do. Engines
+    silent for ``lease_seconds`` at ``now`` count as not running."""
     job_query = select(Job.id, Job.state, Job.blocked_by, Job.after)
     if job_id is not None:
         job_query = job_query.where(col(Job.id) == job_id)
@@ -1053,7 +1064,62 @@ def read_waits(session: Session, *, job_id: str | None = None) -> list[Wait]:
         for jid, state, blocked_by, after in session.exec(job_query.order_by(col(Job.created_at)))
         if (wait := job_wait(jid, state, blocked_by, after or ())) is not None
     ]
-    return waits + _task_waits(session, job_id)
+    at = time.time() if now is None else now
+    return waits + _task_waits(session, job_id) + _pinned_waits(session, job_id, at, lease_seconds)
+
+
+def agent_homes(session: Session, now: float, lease_seconds: float) -> dict[str, list[AgentHome]]:
+    """Agent id -> the engines that define it (live ones first, then the most recently
+    seen), from the engines registry's rosters."""
+    homes: dict[str, list[AgentHome]] = {}
+    records = session.exec(select(EngineRecord).order_by(col(EngineRecord.heartbeat_at).desc()))
+    for record in records:
+        live = why_gone(record, now=now, lease_seconds=lease_seconds) is None
+        for agent in record.agents or ():
+            homes.setdefault(agent, []).append(AgentHome(record.id, record.host, live))
+    for found in homes.values():
+        found.sort(key=lambda home: not home.live)
+    return homes
+
+
+def live_agents(session: Session, now: float, lease_seconds: float) -> set[str]:
+    """Agents some live engine defines: what ``relay submit`` accepts besides its own."""
+    homes = agent_homes(session, now, lease_seconds)
+    return {agent for agent, found in homes.items() if any(h.live for h in found)}
+
+
+def _pinned_waits(
+    session: Session, job_id: str | None, now: float, lease_seconds: float
+) -> list[Wait]:
+    """Queued tasks pinned (themselves or through their workstream) to an agent no live
+    engine defines: only an engine that defines it claims them."""
+    pins = {
+        (a.job_id, a.workstream, a.role): a.agent_id
+        for a in session.exec(select(Assignment).where(Assignment.status == "active"))
+        if job_id is None or a.job_id == job_id
+    }
+    query = select(Task.key, Task.job_id, Task.workstream, Task.role, Task.pinned_agent).where(
+        Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
+    )
+    pinned_jobs = sorted({job for job, _, _ in pins})
+    query = query.where(or_(col(Task.pinned_agent).is_not(None), col(Task.job_id).in_(pinned_jobs)))
+    if job_id is not None:
+        query = query.where(col(Task.job_id) == job_id)
+    rows = list(session.exec(query.order_by(col(Task.job_id), col(Task.created_at))))
+    if not rows:
+        return []
+    homes = agent_homes(session, now, lease_seconds)
+    found = []
+    for key, job, workstream, role, pinned in rows:
+        via_pin = pins.get((job, workstream or "", role))
+        agent = pinned or via_pin
+        if agent is None:
+            continue
+        through = None if pinned else workstream
+        wait = pinned_wait(key, agent, homes.get(agent, []), workstream=through)
+        if wait is not None:
+            found.append(wait)
+    return found
 
 
 def _task_waits(session: Session, job_id: str | None) -> list[Wait]:

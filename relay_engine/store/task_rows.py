@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy import event as sa_event
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts.keys import task_key
@@ -85,6 +86,40 @@ def mark_blocked(
         task_key=task.key,
         level="warning" if blocker else "info",
     )
+
+
+_DRAFTS = "relay.drafts"  # session.info: job id -> its DRAFT tasks, read once
+
+
+def preload_drafts(session: Session, job_ids: Iterable[str]) -> None:
+    """Read the DRAFT tasks of these jobs in one statement, for a transaction that completes
+    many of their tasks (each completion looks for dependents to release): not one read
+    per completion. Kept until the transaction adds a task (see :func:`_forget_drafts`)."""
+    held: dict[str, list[Task]] = session.info.setdefault(_DRAFTS, {})
+    todo = sorted(set(job_ids) - set(held))
+    if not todo:
+        return
+    for job_id in todo:
+        held[job_id] = []
+    query = select(Task).where(col(Task.job_id).in_(todo), Task.state == TaskState.DRAFT)
+    for task in session.exec(query):
+        held[task.job_id].append(task)
+
+
+def draft_tasks(session: Session, job_id: str) -> list[Task]:
+    """The job's DRAFT tasks: from the preloaded ones when this transaction has them."""
+    held = session.info.get(_DRAFTS, {}).get(job_id)
+    if held is None or any(isinstance(obj, Task) for obj in session.new):
+        return job_tasks(session, job_id, [TaskState.DRAFT])
+    return [task for task in held if task.state == TaskState.DRAFT]
+
+
+@sa_event.listens_for(Session, "before_flush")
+def _forget_drafts(session: Session, *_: Any) -> None:
+    """A new task (a plan's children, a troubleshooter) may be a draft the preload has not
+    seen: the next look reads the database again."""
+    if _DRAFTS in session.info and any(isinstance(obj, Task) for obj in session.new):
+        del session.info[_DRAFTS]
 
 
 def job_tasks(session: Session, job_id: str, states: Iterable[TaskState]) -> list[Task]:

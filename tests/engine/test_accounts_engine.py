@@ -177,8 +177,8 @@ def test_a_limit_on_one_account_moves_work_to_the_providers_next_account_first(
         "SUCCEEDED", "claude-home", 1,
     )  # fmt: skip
     (swapped,) = events(store, "task.swapped")
-    assert swapped.data == {"provider": "claude/work", "agent": "claude-home"}
-    assert "moved from claude/work to agent claude-home" in swapped.message
+    assert swapped.data == {"provider": "claude/work", "from": "claude-work"}
+    assert "moved off claude-work, claude/work limited" in swapped.message
     limits = {(p["provider"], p["account"]): p for p in workspace.status()["providers"]}
     assert limits["claude", "work"]["status"] == "limited"
     assert limits["claude", "work"]["reset_at"] == int(until)

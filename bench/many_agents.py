@@ -1,0 +1,229 @@
+"""Many agents on one host: 200 long-running sleeping sim agents on one engine.
+
+    .venv/bin/python bench/many_agents.py [--agents 200] [--seconds 20] [--db URL]
+
+One real ``relay run`` (capacity = ``--agents``, SQLite unless ``--db``) runs a job of
+``--agents`` sim tasks that each sleep far longer than the bench. Once every one of them
+runs, for ``--seconds`` it measures:
+
+- the engine's tick median and p95, from the engine's own tick timings (RELAY_STATS_FILE),
+  against the same engine's ticks while it had nothing to run (the same run, before the job);
+- ``relay status`` latency (the CLI, whole process, median of 5);
+- memory per running agent's supervisor: PSS (proportional set size, /proc/PID/smaps_rollup)
+  of every supervisor, median and max; and one supervisor started as a script
+  (``RELAY_SUPERVISOR=exec``, the old way) side by side for the ratio.
+
+Targets: tick median < 50 ms, ``relay status`` < 1 s, PSS per supervisor <= 2 MB. Prints,
+never asserts; not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from sqlalchemy import func
+from sqlmodel import select
+
+from relay_engine.agents.runner import LaunchSpec, launch
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Execution, Task
+
+SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent"]
+
+
+def pss_kb(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def cli(workspace: Path, db: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "relay_engine.cli", "--workspace", str(workspace)]
+    argv += ["--db", db] if db else []
+    return subprocess.run([*argv, *args], capture_output=True, text=True, check=False)
+
+
+def setup(workspace: Path, agents: int) -> Path:
+    config = {
+        "engine": {"max_concurrent_agents": agents, "tick_seconds": 0.5, "sandbox": "none"},
+        "agents": [{"id": "sim", "provider": "sim", "roles": ["implementer"]}],
+    }
+    (workspace / "relay.toml").write_text(tomli_w.dumps(config))
+    tasks = [{"id": f"t{i:03d}", "sim": {"duration": 3600, "lines": 1}} for i in range(agents)]
+    job = workspace / "job.toml"
+    job.write_text(tomli_w.dumps({"job": {"id": "many"}, "tasks": tasks}))
+    return job
+
+
+def running(store: Store) -> int:
+    with store.read() as session:
+        query = select(func.count()).select_from(Task).where(Task.state == "RUNNING")
+        return int(session.exec(query).one())
+
+
+def supervisor_pids(store: Store) -> list[int]:
+    with store.read() as session:
+        query = select(Execution.pid).where(col_is_running())
+        return [pid for pid in session.exec(query) if pid]
+
+
+def col_is_running() -> Any:
+    from sqlmodel import col
+
+    return col(Execution.ended_at).is_(None)
+
+
+def status_parts(store: Store) -> tuple[float, float]:
+    """Where ``relay status``'s time goes: reading the report, and starting the CLI."""
+    from relay_engine.cli.status import status_report
+
+    reads, imports = [], []
+    for _ in range(5):
+        started = time.perf_counter()
+        status_report(store)
+        reads.append(time.perf_counter() - started)
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import relay_engine.cli.main"], check=True)
+        imports.append(time.perf_counter() - started)
+    return statistics.median(reads), statistics.median(imports)
+
+
+def ticks_between(stats: dict[str, Any], start: float, end: float) -> list[float]:
+    return [ms for at, ms in stats["ticks"] if start <= at <= end]
+
+
+def exec_supervisor_pss(tmp: Path) -> int | None:
+    """One supervisor started as a script (the way before the fork server), for the ratio."""
+    os.environ["RELAY_SUPERVISOR"] = "exec"
+    try:
+        spec = LaunchSpec(
+            execution_id="bench-exec",
+            argv=[*SIM],
+            cwd=tmp,
+            env={**os.environ, "RELAY_SIM_SCRIPT": json.dumps({"duration": 30, "lines": 1})},
+            timeout_s=60,
+            artifact_dir=tmp / "exec-artifacts",
+        )
+        process = launch(spec)
+        time.sleep(1.0)
+        value = pss_kb(process.pid)
+        process.kill_now()
+        process.wait(10)
+        return value
+    finally:
+        os.environ.pop("RELAY_SUPERVISOR", None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--agents", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--db", default=None)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="relay-bench-many-"))
+    workspace = tmp / "ws"
+    workspace.mkdir()
+    job = setup(workspace, args.agents)
+    stats_file = tmp / "stats.json"
+    env = {**os.environ, "RELAY_STATS_FILE": str(stats_file)}
+    argv = [sys.executable, "-m", "relay_engine.cli", "--workspace", str(workspace)]
+    argv += ["--db", args.db] if args.db else []
+    assert cli(workspace, args.db, "init").returncode == 0
+    engine = subprocess.Popen([*argv, "run", "--quiet"], env=env, stderr=subprocess.DEVNULL)
+    store = Store.for_workspace(workspace, args.db)
+    idle_from = time.time() + 1.0
+    time.sleep(4.0)
+    idle_to = time.time()
+    assert cli(workspace, args.db, "submit", str(job)).returncode == 0
+    began = time.monotonic()
+    while running(store) < args.agents:
+        if time.monotonic() - began > 600:
+            raise SystemExit(f"only {running(store)} of {args.agents} agents started in 600 s")
+        time.sleep(0.5)
+    ramp = time.monotonic() - began
+    time.sleep(2.0)
+    window_from = time.time()
+    status_s = []
+    for _ in range(5):
+        started = time.perf_counter()
+        result = cli(workspace, args.db, "status")
+        status_s.append(time.perf_counter() - started)
+        assert result.returncode == 0, result.stderr
+        time.sleep(args.seconds / 5)
+    window_to = time.time()
+    parts = status_parts(store)
+    pss = [kb for pid in supervisor_pids(store) if (kb := pss_kb(pid)) is not None]
+    engine_pss = pss_kb(engine.pid)
+    engine.send_signal(signal.SIGTERM)
+    engine.wait(300)
+    stats = json.loads(stats_file.read_text())
+    busy = ticks_between(stats, window_from, window_to)
+    idle = ticks_between(stats, idle_from, idle_to)
+    script_pss = exec_supervisor_pss(tmp)
+    report(args.agents, ramp, busy, idle, status_s, pss, script_pss, engine_pss)
+    print(
+        f"  of which: the status read {parts[0] * 1000:.0f} ms in-process (median of 5), "
+        f"the CLI's interpreter and imports alone {parts[1] * 1000:.0f} ms (median of 3)"
+    )
+
+
+def report(
+    agents: int,
+    ramp: float,
+    busy: list[float],
+    idle: list[float],
+    status_s: list[float],
+    pss: list[int],
+    script_pss: int | None,
+    engine_pss: int | None,
+) -> None:
+    def p95(values: list[float]) -> float:
+        return sorted(values)[int(0.95 * (len(values) - 1))] if values else float("nan")
+
+    tick = statistics.median(busy) if busy else float("nan")
+    idle_tick = statistics.median(idle) if idle else float("nan")
+    print(
+        f"{agents} sleeping sim agents on one engine ({os.cpu_count()} CPUs), all running after {ramp:.1f} s"
+    )
+    print(
+        f"engine tick: median {tick:.1f} ms, p95 {p95(busy):.1f} ms over {len(busy)} ticks "
+        f"(idle engine: median {idle_tick:.1f} ms; ratio {tick / idle_tick:.2f}); target median < 50 ms"
+    )
+    status = statistics.median(status_s)
+    print(
+        f"relay status: median {status * 1000:.0f} ms of 5 (max {max(status_s) * 1000:.0f} ms); target < 1 s"
+    )
+    if pss:
+        median = statistics.median(pss) / 1024
+        print(
+            f"supervisor PSS: median {median:.2f} MB, max {max(pss) / 1024:.2f} MB over {len(pss)} "
+            f"supervisors; target <= 2 MB"
+        )
+        if script_pss:
+            print(f"  a supervisor started as a script: {script_pss / 1024:.2f} MB (ratio forked/script "
+                  f"{median * 1024 / script_pss:.2f})")  # fmt: skip
+    if engine_pss:
+        print(
+            f"engine PSS: {engine_pss / 1024:.1f} MB ({engine_pss / 1024 / agents:.2f} MB per agent)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""One warm process per engine that forks the agents' supervisors.
+
+Starting ``python supervisor.py`` for every agent cost ~10 ms of CPU (most of it the
+interpreter starting, then ``ctypes`` for ``prctl``) and ~10 MB of memory per running
+agent. The engine instead starts this script once (``python -I -S forkserver.py --socket
+FD``, standard library only): it loads the supervisor and ``ctypes`` once, freezes its
+objects out of the garbage collector (so a fork's pages stay shared), and forks one
+supervisor per request. A forked supervisor is exactly the script's supervisor -- child
+subreaper, on-disk record before the agent runs, the agent's tree stopped at exit, on
+command, at its deadline and when its engine dies -- in a session of its own.
+
+The protocol, over a Unix stream socket shared with the engine: a request is an 8-byte
+length and a JSON body (argv, env, cwd and the supervisor's options), sent with four file
+descriptors (SCM_RIGHTS): the agent's stdin, stdout, stderr and the supervisor's end of its
+control socket. The answer is one line, ``pid N`` or ``error WHY``. Exits are not reported
+here: each supervisor tells its engine on its control socket, whose end-of-file says it is
+gone. The server reaps its children and exits when the engine's end closes.
+"""
+
+from __future__ import annotations
+
+import _signal as signal
+import contextlib
+import gc
+import json
+import os
+import select
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import supervisor as sup  # the script's own directory, as when run as a script
+
+FDS = 4  # stdin, stdout, stderr, control
+HEADER = 8
+TAG = b"RELAY_EXECUTION_ID="
+TAG_ROOM = 160  # the server starts with RELAY_EXECUTION_ID set to this many placeholder bytes
+
+
+def tag_environ(execution_id: str) -> bool:
+    """Make this forked child carry its execution's tag where the kernel shows it.
+
+    A process's ``/proc/PID/environ`` is the environment block it was *exec'd* with, which
+    a fork shares with its server; recovery's last-resort sweep finds an execution's
+    processes by that tag. The server is started with a placeholder tag of
+    :data:`TAG_ROOM` bytes, and each child writes its own id over it in place (as
+    setproctitle does with argv); one page of the stack is copied. False where it could
+    not (no placeholder, an id too long, no ``ctypes``)."""
+    value = execution_id.encode()
+    libc = sup.load_libc()
+    try:
+        with open("/proc/self/environ", "rb") as fh:
+            block = fh.read()
+        with open("/proc/self/stat", "rb") as fh:
+            env_start = int(fh.read().rpartition(b")")[2].split()[47])
+    except (OSError, ValueError, IndexError):
+        return False
+    found = 0 if block.startswith(TAG) else block.find(b"\0" + TAG) + 1
+    if libc is None or (found <= 0 and not block.startswith(TAG)) or len(value) >= TAG_ROOM:
+        return False
+    at = found
+    import ctypes
+
+    where = env_start + at + len(TAG)
+    ctypes.memmove(where, value + b"\0" * (TAG_ROOM - len(value)), TAG_ROOM)
+    return True
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, object], list[int]] | None:
+    """One request and its descriptors; None at end-of-file (the engine is gone)."""
+    data, ancillary, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(FDS * 4))
+    if not data:
+        return None
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds.extend(
+                int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, usable, 4)
+            )
+    size = int.from_bytes(data[:HEADER], "big")
+    body = bytearray(data[HEADER:])
+    while len(body) < size:
+        chunk = conn.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return json.loads(bytes(body)), fds
+
+
+def _child(request: dict[str, object], fds: list[int], server_fds: list[int]) -> None:
+    """In the forked child: become the supervisor of this request's agent; never returns."""
+    code = 127
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in server_fds:
+            os.close(fd)
+        os.setsid()
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        for fd in fds[:3]:
+            if fd > 2:
+                os.close(fd)
+        os.chdir(str(request["cwd"]))
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})  # type: ignore[call-overload]
+        tag_environ(os.environ.get("RELAY_EXECUTION_ID", ""))
+        options = {str(k): str(v) for k, v in dict(request["options"]).items()}  # type: ignore[call-overload]
+        options["--control"] = str(fds[3])
+        gc.disable()  # a collection would touch (and copy) every page shared with the server
+        sup.main_with(options, [str(arg) for arg in request["argv"]])  # type: ignore[attr-defined]
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.write(2, f"relay: supervisor could not start: {error}\n".encode())
+    os._exit(code)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def serve(conn: socket.socket) -> None:
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    sup.become_subreaper  # noqa: B018 - loaded now (ctypes with it), not in every child
+    sup.load_libc()
+    gc.collect()
+    gc.freeze()  # the forks' pages stay shared: no collection touches them
+    while True:
+        ready, _, _ = select.select([conn, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 512)
+            _reap()
+        if conn not in ready:
+            continue
+        received = _receive(conn)
+        if received is None:
+            return
+        request, fds = received
+        try:
+            pid = os.fork()
+        except OSError as error:
+            reply = f"error cannot fork a supervisor: {error.strerror}"
+        else:
+            if pid == 0:
+                _child(request, fds, [conn.fileno(), wake_r, wake_w])
+            reply = f"pid {pid}"
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(reply.encode() + b"\n")
+
+
+def main(argv: list[str]) -> None:
+    fd = int(argv[argv.index("--socket") + 1])
+    conn = socket.socket(fileno=fd)
+    try:
+        serve(conn)
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
