@@ -28,7 +28,7 @@ from relay_engine.store.events import EventKind
 from relay_tui.actions.agents import AgentActions
 from relay_tui.actions.jobs import JobActions
 from relay_tui.actions.navigation import NavigationActions
-from relay_tui.actions.palette import ActionPalette
+from relay_tui.actions.palette import ActionPalette, SafePalette
 from relay_tui.actions.target import screen_target
 from relay_tui.actions.tasks import TaskActions
 from relay_tui.crash import write_crash_report
@@ -118,6 +118,11 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         svg = super().export_screenshot(title=title, simplify=simplify)
         # Without it rsvg drops each span's leading space ("✔schema", "running· try 1/3").
         return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
+
+    def action_command_palette(self) -> None:
+        """Textual's palette with page moves that cannot crash (see :class:`SafePalette`)."""
+        if self.use_command_palette and not SafePalette.is_open(self):
+            self.push_screen(SafePalette(id="--command-palette"))
 
     # -- lifecycle --------------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.command import CommandList, CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("Cancel task", "Cancel the selected task (asks first)", "cancel_task"),
@@ -59,3 +59,26 @@ class ActionPalette(Provider):
                     partial(self.app.run_action, action),
                     help=help_text,
                 )
+
+
+class SafePalette(CommandPalette):
+    """Textual's palette, with page moves that survive a list not laid out yet.
+
+    ``OptionList._move_page`` reads ``_index_to_line[highlighted]``, a cache that
+    ``_update_lines`` fills only while the list has a non-empty content region. The palette
+    rebuilds its ``CommandList`` on every keystroke of the search (``clear_options`` empties
+    the cache, ``highlighted = 0``) and shows it by a class whose layout happens on the next
+    refresh; a PageDown in the same burst as a typed letter reads the empty (or partly
+    filled) cache and raises ``KeyError: 0`` (23, 1, …), which ends the app. Until the list
+    has lines for its highlighted option, a page move goes to the first or last option.
+    """
+
+    def _action_command_list(self, action: str) -> None:
+        if action in ("page_up", "page_down"):
+            commands = self.query_one(CommandList)
+            highlighted = commands.highlighted or 0
+            # _index_to_line fills the cache when it can; what _move_page then indexes
+            if commands.option_count and highlighted not in commands._index_to_line:
+                commands.action_first() if action == "page_up" else commands.action_last()
+                return
+        super()._action_command_list(action)
