@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from relay_engine.contracts.config import ConfigError
+from relay_engine.core.faults import DatabaseFault
 from relay_engine.store.db import SchemaError
 from relay_tui.crash import crash_message
 
@@ -80,8 +81,8 @@ def run(
 
     try:
         app = (app_class or RelayApp)(workspace, db_url=db_url, demo=demo)
-    except (ConfigError, SchemaError) as error:
-        print(f"relay-tui: {error}", file=sys.stderr)
+    except (ConfigError, SchemaError, DatabaseFault) as error:
+        print(f"error: {error}", file=sys.stderr)  # the line `relay --db … status` prints
         return 2
     try:
         app.run(headless=headless)
