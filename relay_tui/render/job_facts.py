@@ -16,7 +16,7 @@ from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
 from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView
 from relay_tui.data.details import JobDetail
-from relay_tui.render.spend import LEVEL_STATES, budget_bar, spend_line
+from relay_tui.render.spend import LEVEL_STATES, budget_bar, budget_words, spend_line
 from relay_tui.render.styles import styled
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
@@ -85,7 +85,7 @@ def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:
         return text
     text.append_text(budget_bar(budget, styles))
     text.append(" ")
-    text.append(budget.text, style=styles.get(LEVEL_STATES.get(budget.level, ""), ""))
+    text.append(budget_words(job), style=styles.get(LEVEL_STATES.get(budget.level, ""), ""))
     if budget.level == "exhausted":
         text.append("\nnothing new starts until it is raised: press b", style="bold")
     return text

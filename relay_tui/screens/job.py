@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from relay_engine.git.diffs import Diff, job_diff
 from relay_engine.store.db import Store
@@ -32,7 +32,8 @@ from relay_tui.render.job_facts import (
 )
 from relay_tui.render.job_graph import graph_nodes
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, fit_footer
+from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
 FACT_SECTIONS = (
@@ -55,6 +56,7 @@ class JobScreen(ClosesOnce, Screen[None]):
         Binding("m", "app.merge", "Merge", id="merge"),
         Binding("x", "app.close_pr", "Close PR", id="close-pr"),
         Binding("b", "app.raise_budget", "Raise budget", id="budget"),
+        *pane_keys(),
     ]
 
     def __init__(
@@ -77,7 +79,7 @@ class JobScreen(ClosesOnce, Screen[None]):
                 for section, widget_id in FACT_SECTIONS:
                     yield Static(section, classes="section")
                     yield Static(id=widget_id)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#job-graph-box").border_title = "Dependency graph (by wave)"
@@ -85,7 +87,6 @@ class JobScreen(ClosesOnce, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
-        fit_footer(self.query_one(Footer), event.size.width)
 
     def action_back(self) -> None:
         self.close_once()

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.budgets import local_midnight
@@ -31,13 +31,15 @@ from relay_tui.messages import DetailRead
 from relay_tui.render.spend import (
     bar_chart,
     budget_bar,
+    budget_words,
     chart_caption,
     money,
     spend_series,
     tokens_text,
 )
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, fit_footer
+from relay_tui.screens.base import ClosesOnce
+from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
 RELOAD_SECONDS = 5.0
@@ -121,7 +123,7 @@ class UsageScreen(ClosesOnce, Screen[None]):
                 yield Static(id="usage-chart")
                 yield from self._table("agent", "By agent")
                 yield from self._table("provider", "By provider")
-        yield Footer()
+        yield KeyBar()
 
     @staticmethod
     def _table(key: str, title: str) -> ComposeResult:
@@ -146,7 +148,6 @@ class UsageScreen(ClosesOnce, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
-        fit_footer(self.query_one(Footer), event.size.width)
 
     def action_back(self) -> None:
         self.close_once()
@@ -224,7 +225,7 @@ class UsageScreen(ClosesOnce, Screen[None]):
             label = styled(
                 f"job {job.id}", "FAILED" if job.budget_exhausted else "", self.state_styles
             )
-            text = job.budget.text.replace("budget exhausted: ", "spent: ")
+            text = budget_words(job).replace("budget exhausted: ", "spent: ")
             table.add_row(
                 label,
                 budget_bar(job.budget, self.state_styles, BAR),

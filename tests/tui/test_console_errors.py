@@ -40,7 +40,7 @@ async def test_a_refused_command_is_an_error_toast_with_the_full_reason(tmp_path
     app = attached_app(tmp_path, url)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_loaded(pilot)
-        assert "engine: none running — 0 commands waiting" in header(app)
+        assert "engine: none running" in header(app) and "0 commands waiting" in header(app)
         await cursor_to(pilot, "search/fixtures")
         await pilot.press("r")
         await wait_until(pilot, lambda: "1 command waiting" in header(app))
@@ -52,6 +52,7 @@ async def test_a_refused_command_is_an_error_toast_with_the_full_reason(tmp_path
         reason = "retry refused: task search/fixtures is SUCCEEDED; only FAILED or CANCELLED retry"
         await wait_until(pilot, lambda: ("error", reason) in toasts(app))
         await wait_until(pilot, lambda: "0 commands waiting" in header(app))
+        assert "1 command waiting" not in header(app)
 
 
 @run_async
@@ -122,9 +123,14 @@ async def test_a_read_only_workspace_is_watched_and_commands_say_why_they_cannot
         assert "read-only · relay.db" in header(app)
         await cursor_to(pilot, "job:j")
         await pilot.press("b")  # raise its budget: a command like any other
-        await wait_until(pilot, lambda: isinstance(app.screen, BudgetScreen))
-        await pilot.press("5", "enter")
         await wait_until(pilot, lambda: any("is read-only here" in m for _, m in toasts(app)))
+        assert not isinstance(app.screen, BudgetScreen)  # refused before any dialog
+        app.clear_notifications()
+        await pilot.press("f")  # j succeeded: its tasks are folded away until f
+        await cursor_to(pilot, "j/t")
+        await pilot.press("c")  # issue 21.17: no "a running agent is stopped", then a refusal
+        await wait_until(pilot, lambda: any("is read-only here" in m for _, m in toasts(app)))
+        assert app.screen is app.main_screen
     assert app.return_code in (None, 0)
 
 
