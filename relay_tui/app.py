@@ -40,7 +40,9 @@ from relay_tui.data.snapshot import CommandView, Snapshot
 from relay_tui.engine_thread import EngineThread
 from relay_tui.messages import CommandQueued, CursorMoved, EngineStopped, FeedFailed, SnapshotLoaded
 from relay_tui.render.header import fleet_line, plural, status_line
+from relay_tui.render.limits import limit_words
 from relay_tui.render.styles import theme_styles
+from relay_tui.render.words import english
 from relay_tui.screens.bindings import binding_groups
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
@@ -127,6 +129,8 @@ class RelayApp(
         self._approve_offered: bool | None = None
         self._on_applied: dict[int, Callable[[bool], None]] = {}
         self._asks_seen: set[int] | None = None
+        self.keymap_in_use: dict[str, str] = {}
+        """relay.toml's keymap less the entries refused for a clash (what help lists)."""
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
         svg = super().export_screenshot(title=title, simplify=simplify)
@@ -182,6 +186,7 @@ class RelayApp(
         has: those are refused with an error toast that names both (Textual would silently
         drop the other binding)."""
         keymap, refusals = checked_keymap(dict(config.keymap), self.all_bindings())
+        self.keymap_in_use = keymap
         self.set_keymap(keymap)
         for refusal in refusals:
             self.notify(refusal, title="keymap refused", severity="error", timeout=30)
@@ -234,11 +239,12 @@ class RelayApp(
         if then is not None:
             then(bool(command.succeeded))
         target = command_target(command.payload)
+        outcome = english(limit_words(command.outcome, self.clock()))
         if command.succeeded:
-            self.notify(command.outcome or f"{command.kind} {target} done", title=command.kind)
+            self.notify(outcome or f"{command.kind} {target} done", title=command.kind)
         else:
             self.notify(
-                command.outcome or f"{command.kind} {target} refused",
+                outcome or f"{command.kind} {target} refused",
                 title=f"{command.kind} refused",
                 severity="error",
                 timeout=ERROR_TOAST_SECONDS,

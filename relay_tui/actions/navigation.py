@@ -168,4 +168,4 @@ class NavigationActions:
             *table_bindings(),
             *self.BINDINGS,
         ]
-        self.push_screen(HelpScreen(bindings, dict(self.config.keymap)))
+        self.push_screen(HelpScreen(bindings, self.keymap_in_use))

@@ -29,6 +29,7 @@ class ConsoleApp(Protocol):
     store: Store
     config: RelayConfig
     workspace: Path
+    keymap_in_use: dict[str, str]
     clock: Callable[[], float]
     blink: bool
     state_styles: dict[str, str]

@@ -16,6 +16,7 @@ from rich.text import Text
 from relay_tui.data.snapshot import EventView
 from relay_tui.render.limits import limit_words
 from relay_tui.render.styles import clip, clock_time
+from relay_tui.render.words import english
 
 BURST_SECONDS = 2.0
 """Events of one kind and job this close to the first of a run are one burst."""
@@ -124,7 +125,7 @@ def entry_text(
     line.append(clock_time(entry.first.at) + " ", style="dim")
     kind = clip(entry.first.kind, KIND_WIDTH)
     line.append(kind.ljust(KIND_WIDTH) + " ", style=styles.get(level_state, ""))
-    line.append(limit_words(burst_message(entry), now))
+    line.append(english(limit_words(burst_message(entry), now)))
     for word in highlight.split():
         line.highlight_words([word], style="reverse", case_sensitive=False)
     return line

@@ -18,6 +18,7 @@ from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewVie
 from relay_tui.data.details import JobDetail
 from relay_tui.render.spend import LEVEL_STATES, budget_bar, budget_words, spend_line
 from relay_tui.render.styles import styled
+from relay_tui.render.words import english
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
 
@@ -46,16 +47,16 @@ def pull_text(pr: PullView | None, job: JobView | None, styles: Mapping[str, str
         text.append(" · merge requested")
     text.append("\n")
     if pr.note:
-        text.append(f"waiting: {pr.note}\n", style="italic")
+        text.append(f"waiting: {english(pr.note)}\n", style="italic")
     if pr.error:
         text.append(f"error: {pr.error}\n", style=styles.get("FAILED", ""))
     return text
 
 
-def review_text(reviews: Sequence[ReviewView]) -> Text:
+def review_text(reviews: Sequence[ReviewView], job: JobView | None = None) -> Text:
     """The latest round in full (verdict, head, summary, findings); earlier rounds one line."""
     if not reviews:
-        return Text("no review yet: it runs when the work is done", style="dim")
+        return Text(no_review_words(job), style="dim")
     text = Text()
     for review in reviews[:-1]:
         text.append(f"round {review.round}: {review.verdict or 'unfinished'}", style="dim")
@@ -74,6 +75,17 @@ def review_text(reviews: Sequence[ReviewView]) -> Text:
         severity = str(finding.get("severity") or "minor")
         text.append(line.removeprefix("- ") + "\n", style=SEVERITY_STYLES.get(severity, ""))
     return text
+
+
+def no_review_words(job: JobView | None) -> str:
+    """Why there is no review: off, nothing to review (no git branch), or not yet."""
+    if job is not None and not job.review_enabled:
+        return "none: reviews are off for this job (review = false)"
+    if job is not None and (
+        job.repo_path is None or (job.state in DONE_JOB_STATES and job.pr is None)
+    ):
+        return "none: the job has no git branch, so there is nothing to review or merge"
+    return "no review yet: it runs when the work is done"
 
 
 def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:

@@ -129,7 +129,7 @@ class JobScreen(ClosesOnce, Screen[None]):
         styles = self.state_styles
         facts = {
             "job-pr": pull_text(job.pr, job, styles),
-            "job-review": review_text(detail.reviews),
+            "job-review": review_text(detail.reviews, job),
             "job-spend": spend_facts(job, styles),
             "job-upstream": upstream_text(job, detail.upstream, styles),
             "job-engines": engines_text(detail.engines, styles),

@@ -1,10 +1,11 @@
 """The console: live panes side by side, two columns, or one at a time, by terminal size.
 
-Tasks take the left half; the right half stacks what runs now (Running agents, Needs you,
-Providers) over the history (Planner waves, Events). The panes of the present are as tall
-as their rows, so eight providers show eight rows at 150x34, and the rest share what is
-left. Below 150x34 the right half shows Running agents and one more pane; below 110x24
-one pane at a time, the number keys (and tab) choosing which.
+Tasks and, under them, the events take the left half; the right half stacks what runs now
+(Running agents, Needs you, Providers) over the planner's waves. The panes of the present
+are as tall as their rows, so eight providers show eight rows at 150x34, and the planner
+has what is left. Below 150x34 the right half shows Running agents and one more pane (the
+events, chosen, show under the tasks); below 110x24 one pane at a time, the number keys
+(and tab) choosing which.
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ TAB_TITLES = {"jobs": "Jobs", "running": "Running", "providers": "Providers",
 SLOT_PANES = ("needs", "providers", "planner", "events")
 """In two columns, these share the lower right, one at a time."""
 FITTED_PANES = ("running", "needs", "providers")
+SIDE_PANES = ("running", "needs", "providers", "planner")
 """In the full grid these are as tall as their rows; planner and events share the rest."""
 GRID_WIDTH, GRID_HEIGHT = 150, 34
 COLUMNS_WIDTH, COLUMNS_HEIGHT = 110, 24
 PANE_CHROME = 4  # border (2), column labels, a preview line
-MIN_SHARED = 6  # rows each of planner and events keep in the grid
+MIN_SHARED = 5  # rows the planner pane keeps in the grid
 EMPTY_TEXT = (
     "No jobs yet.\n\n"
     "Describe one in a TOML job file, then:\n\n"
@@ -70,9 +72,9 @@ def layout_for(width: int, height: int) -> str:
 
 def fitted_heights(rows: Mapping[str, int], room: int) -> dict[str, int]:
     """Heights of the fitted panes: their rows and chrome, shrunk in proportion when they
-    would leave planner and events less than :data:`MIN_SHARED` rows each."""
+    would leave the planner pane less than :data:`MIN_SHARED` rows."""
     wanted = {name: max(PANE_CHROME + 1, count + PANE_CHROME) for name, count in rows.items()}
-    budget = max(len(wanted) * (PANE_CHROME + 1), room - 2 * MIN_SHARED)
+    budget = max(len(wanted) * (PANE_CHROME + 1), room - MIN_SHARED)
     total = sum(wanted.values())
     if total <= budget:
         return wanted
@@ -125,10 +127,14 @@ class MainScreen(Screen[None]):
         yield Static(id="header")
         yield Static(id="tabs")
         with Horizontal(id="panes"):
-            with Vertical(id="jobs-pane", classes="pane"):
-                yield JobsTable(id="jobs")
-                yield Static(EMPTY_TEXT, id="empty")
-                yield Static(id="jobs-preview", classes="preview")
+            with Vertical(id="left"):
+                with Vertical(id="jobs-pane", classes="pane"):
+                    yield JobsTable(id="jobs")
+                    yield Static(EMPTY_TEXT, id="empty")
+                    yield Static(id="jobs-preview", classes="preview")
+                with Vertical(id="events-pane", classes="pane"):
+                    yield EventList(id="events")
+                    yield Static(id="events-preview", classes="preview")
             with Vertical(id="side"):
                 for name, table in (
                     ("running", RunningTable),
@@ -139,9 +145,6 @@ class MainScreen(Screen[None]):
                     with Vertical(id=f"{name}-pane", classes="pane"):
                         yield table(id=name)
                         yield Static(id=f"{name}-preview", classes="preview")
-                with Vertical(id="events-pane", classes="pane"):
-                    yield EventList(id="events")
-                    yield Static(id="events-preview", classes="preview")
         yield Input(id="filter")
         yield Static(id="status")
         yield KeyBar(id="keys")
@@ -193,7 +196,8 @@ class MainScreen(Screen[None]):
         """Which panes are displayed, and how tall the fitted ones are."""
         for name, _title in PANES:
             self.query_one(f"#{name}-pane").display = self._shown(name)
-        self.query_one("#side").display = any(self._shown(n) for n, _t in PANES if n != "jobs")
+        self.query_one("#left").display = self._shown("jobs") or self._shown("events")
+        self.query_one("#side").display = any(self._shown(n) for n in SIDE_PANES)
         self._fit_heights()
         self._render_tabs()
 

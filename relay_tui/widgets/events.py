@@ -156,6 +156,7 @@ class EventList(SafeOptionList):
             self._append([e for e in new if self._wanted(e)])
         if follow and self.option_count:
             self.highlighted = self.option_count - 1
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
 
     def clear_events(self) -> None:
         self.entries.clear()
@@ -202,6 +203,16 @@ class EventList(SafeOptionList):
         self.query_text = query.strip()
         self._rebuild()
         return self.option_count
+
+    def action_last(self) -> None:
+        """The last event, and following again (from where it already is too)."""
+        super().action_last()
+        self.scroll_end(animate=False, immediate=True)
+
+    def on_resize(self) -> None:
+        """Lines wrap again at the new width: a follower stays at the end."""
+        if self.following and self.option_count:
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
 
     def action_cycle_level(self) -> None:
         self.level = LEVEL_FILTERS[(LEVEL_FILTERS.index(self.level) + 1) % len(LEVEL_FILTERS)]

@@ -21,6 +21,7 @@ from relay_tui.data.snapshot import Snapshot, WaveView
 from relay_tui.render.limits import limit_words
 from relay_tui.render.spend import budget_words, money, spend_line, spend_text
 from relay_tui.render.styles import clip, clock_time, glyph, short_duration, styled
+from relay_tui.render.words import english
 from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
 
 BUSY_CHANGES = 20
@@ -345,7 +346,7 @@ def pr_note(job: JobView) -> str:
     if pr.error:
         parts.append(f"error: {pr.error}")
     elif pr.note:
-        parts.append(pr.note)
+        parts.append(english(pr.note))
     return " · ".join(parts)
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import Resize, Show
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
@@ -165,7 +166,11 @@ class LiveTable(DataTable[Any]):
 
     # -- geometry ---------------------------------------------------------------------
     def on_resize(self, _event: Resize) -> None:
+        """Fit now, and again once the layout settled: leaving a maximized view resizes the
+        table while its content region can still report the maximized width (the columns
+        stayed maximized until the next resize)."""
         self.fit_columns()
+        self.call_after_refresh(self.fit_columns)
 
     def on_show(self, _event: Show) -> None:
         self.fit_columns()
@@ -340,15 +345,25 @@ class LiveTable(DataTable[Any]):
             self.select_key(selected)  # rows vanished above it: the cursor stays on its row
 
     def rebuild(self, rows: Sequence[Row]) -> None:
-        """Replace every row, keeping the cursor on the same row key where it still exists."""
+        """Replace every row, keeping the cursor on the same row key where it still exists,
+        at the same line of the pane: rows appearing above it must not scroll the view."""
         selected = self.cursor_key
+        offset = self.cursor_row - round(self.scroll_y)
         self.rebuilds += 1
         self.clear()
         self._cells, self._shown, self._stale, self._order = {}, {}, set(), []
         self._pending = {}
         for key, values in rows:
             self._add(key, values)
-        self.select_key(selected)
+        if selected not in self._cells:
+            return
+        index = self._order.index(selected)
+        # Rows here are one line each: the height is known before DataTable measures them
+        # on idle, so the view can be put back now instead of a frame later.
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(self.virtual_size.width, len(self._order) + header)
+        self.scroll_to(y=max(0, index - offset), animate=False, immediate=True)
+        self.move_cursor(row=index, animate=False, scroll=False)
 
     def _add(self, key: str, values: Sequence[Any]) -> None:
         row = tuple(cell(value) for value in values)
