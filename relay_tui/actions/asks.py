@@ -76,9 +76,9 @@ def send_answer(
     text: str | None = None,
     always: str | None = None,
 ) -> None:
-    app.send_command(
-        AnswerAsk(ask=ask.id, answer=answer, text=text or None, always=always, by=operator_name())  # type: ignore[arg-type]
-    )
+    extra = {"text": text or None, "always": always}
+    fields = {name: value for name, value in extra.items() if value}  # unset, as relay answer
+    app.send_command(AnswerAsk(ask=ask.id, answer=answer, by=operator_name(), **fields))  # type: ignore[arg-type]
 
 
 def ask_deny(app: ConsoleApp, ask: AskView) -> None:

@@ -14,10 +14,11 @@ from relay_engine.contracts.review import finding_lines
 from relay_engine.core.states import DONE_JOB_STATES, JobState
 from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
-from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView
+from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView, TaskView
 from relay_tui.data.details import JobDetail
 from relay_tui.render.spend import LEVEL_STATES, budget_bar, budget_words, spend_line
 from relay_tui.render.styles import styled
+from relay_tui.render.task_facts import held_line
 from relay_tui.render.words import english
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
@@ -86,6 +87,18 @@ def no_review_words(job: JobView | None) -> str:
     ):
         return "none: the job has no git branch, so there is nothing to review or merge"
     return "no review yet: it runs when the work is done"
+
+
+def held_text(tasks: Sequence[TaskView], now: float, styles: Mapping[str, str]) -> Text:
+    """The job's tasks taken over by hand: by whom, since when."""
+    held = [t for t in tasks if t.state == "HELD"]
+    if not held:
+        return Text("nothing taken over", style="dim")
+    text = Text()
+    for task in held:
+        text.append(f"{task.task_id}: ", style="bold")
+        text.append(held_line(task, now) + "\n", style=styles.get("HELD", ""))
+    return text
 
 
 def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:

@@ -8,6 +8,7 @@ file changes, errors); ``v`` shows the raw lines instead.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -145,7 +146,9 @@ class DetailScreen(ClosesOnce, Screen[None]):
             return
         title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title))
         self.query_one("#detail-summary", Static).update(
-            summary(task, detail.diffstat, self.state_styles)
+            summary(
+                task, detail.diffstat, self.state_styles, getattr(self.app, "clock", time.time)()
+            )
         )
         self.query_one("#detail-input", Static).update(Text(detail.input or "—"))
         self.query_one("#detail-result", Static).update(Text(task.result_summary or "—"))

@@ -24,6 +24,7 @@ from relay_tui.render.graph import render_graph
 from relay_tui.render.job_facts import (
     branch_text,
     engines_text,
+    held_text,
     plans_text,
     pull_text,
     review_text,
@@ -41,6 +42,7 @@ FACT_SECTIONS = (
     ("Final review", "job-review"),
     ("Spend", "job-spend"),
     ("Waits on", "job-upstream"),
+    ("By hand", "job-held"),
     ("Engines", "job-engines"),
     ("Branch", "job-branch"),
     ("Plan rounds", "job-plans"),
@@ -132,6 +134,7 @@ class JobScreen(ClosesOnce, Screen[None]):
             "job-review": review_text(detail.reviews, job),
             "job-spend": spend_facts(job, styles),
             "job-upstream": upstream_text(job, detail.upstream, styles),
+            "job-held": held_text(detail.tasks, getattr(self.app, "clock", time.time)(), styles),
             "job-engines": engines_text(detail.engines, styles),
             "job-branch": branch_text(diff),
             "job-plans": plans_text(detail, styles),

@@ -59,11 +59,11 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
 
     def __init__(self, task: TaskView, *, blink: bool = True) -> None:
         super().__init__(task.key)
-        self.task = task
+        self.held = task
         self.blink = blink
 
     def compose(self) -> ComposeResult:
-        task = self.task
+        task = self.held
         since = f" since {clock_time(task.held_at)[:5]}" if task.held_at else ""
         with Vertical(classes="dialog") as box:
             box.border_title = f"Hand back {task.key}"

@@ -20,7 +20,8 @@ from relay_engine.store.read_model import NO_SPEND, JobView, SpendView, TaskView
 from relay_tui.data.snapshot import Snapshot, WaveView
 from relay_tui.render.limits import limit_words
 from relay_tui.render.spend import budget_words, money, spend_line, spend_text
-from relay_tui.render.styles import clip, clock_time, glyph, short_duration, styled
+from relay_tui.render.styles import clip, clock_time, glyph, styled
+from relay_tui.render.task_facts import held_line
 from relay_tui.render.words import english
 from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
 
@@ -374,7 +375,7 @@ def full_note(task: TaskView, snapshot: Snapshot, now: float) -> str:
         more = f" (+{len(asks) - 1} more)" if len(asks) > 1 else ""
         return f"{asks[0].waiting}{more} — 6 answers"
     if task.state == TaskState.HELD:
-        return held_words(task, now)
+        return held_line(task, now)
     if task.state == TaskState.DRAFT and task.blocked_by:
         return f"blocked by {task.blocked_by}"
     if task.state == TaskState.PARKED:
@@ -388,14 +389,6 @@ def full_note(task: TaskView, snapshot: Snapshot, now: float) -> str:
     if task.state == TaskState.DRAFT and (task.dependencies or task.external_deps):
         return "after " + ", ".join((*task.dependencies, *task.external_deps))
     return ""
-
-
-def held_words(task: TaskView, now: float) -> str:
-    """``held by ana@laptop since 09:12 (12m) — T hands it back``."""
-    since = ""
-    if task.held_at:
-        since = f" since {clock_time(task.held_at)[:5]} ({short_duration(now - task.held_at)})"
-    return f"held by {task.held_by or 'an operator'}{since} — T hands it back"
 
 
 def parked_words(task: TaskView, snapshot: Snapshot, now: float) -> str:
