@@ -8,7 +8,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Static
 
 from relay_engine.agents.takeover import TakeOverLine
 from relay_engine.store.read_model import TaskView
@@ -54,7 +54,7 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="handback-cancel"),
-        Binding("d", "done", "Done", id="handback-done"),
+        Binding("ctrl+d", "done", "Done", id="handback-done", priority=True),  # over Input's
     ]
 
     def __init__(self, task: TaskView, *, blink: bool = True) -> None:
@@ -73,25 +73,23 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
             )
             yield Static(
                 Text.assemble(
-                    ("Done (d): ", "bold"),
+                    ("Done (ctrl+d): ", "bold"),
                     "commit and merge what its worktree holds; the task succeeds.",
                 )
             )
-            yield Label(Text.assemble(("Or continue: ", "bold"), "the next headless attempt "
-                                      "runs in the same session and reads (enter sends):"))  # fmt: skip
+            yield Static(Text.assemble(("Or continue: ", "bold"), "the next headless attempt "
+                                       "runs in the same session and reads (enter sends):"))  # fmt: skip
             yield Input(placeholder="e.g. finish the migration, the tests are in place", id="words")
             yield Static("", id="words-error", classes="error")
             with Horizontal(classes="buttons"):
-                yield Button("Done (d)", id="done", variant="success")
+                yield Button("Done (ctrl+d)", id="done", variant="success")
                 yield Button("Continue", id="continue", variant="warning")
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#done", Button).focus()
-        self.query_one("#words", Input).cursor_blink = self.blink
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action != "done" or not self.query_one("#words", Input).has_focus
+        box = self.query_one("#words", Input)
+        box.cursor_blink = self.blink
+        box.focus()
 
     def action_done(self) -> None:
         self.answer(("done",))
@@ -104,7 +102,7 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
         words = self.query_one("#words", Input).value.strip()
         if not words:
             self.query_one("#words-error", Static).update(
-                "Write what the agent should do next, or press Done."
+                "Write what the agent should do next, or press ctrl+d: done."
             )
             return
         self.answer(("continue", words))
