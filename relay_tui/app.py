@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.command import CommandListItem, SimpleProvider
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
+from textual.theme import ThemeProvider
+from textual.widget import AwaitMount
 
 from relay_engine.contracts.config import RelayConfig, load_config
 from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, TaskState
@@ -141,6 +144,17 @@ class RelayApp(
         """Textual's palette with page moves that cannot crash (see :class:`SafePalette`)."""
         if self.use_command_palette and not SafePalette.is_open(self):
             self.push_screen(SafePalette(id="--command-palette"))
+
+    def search_themes(self) -> None:
+        """The palette's "Theme" command opens a palette of its own: the safe kind too."""
+        self.push_screen(SafePalette(providers=[ThemeProvider], placeholder="Search for themes…"))
+
+    def search_commands(
+        self, commands: Sequence[CommandListItem], placeholder: str = "Search for commands…"
+    ) -> AwaitMount:
+        return self.push_screen(
+            SafePalette(providers=[SimpleProvider(self.screen, commands)], placeholder=placeholder)
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:

@@ -57,14 +57,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     workspace: Path = args.workspace
+    feeder = None
     if args.demo:
+        from relay_tui.demo.feeder import DemoFeeder
         from relay_tui.demo.workspace import make_demo_workspace
 
         workspace = make_demo_workspace()
+        feeder = DemoFeeder(workspace)  # new work keeps coming until the console quits
+        feeder.start()
     try:
         return run(workspace, args.db, args.demo)
     finally:
-        if args.demo:
+        if feeder is not None:
+            feeder.stop()
             shutil.rmtree(workspace, ignore_errors=True)
 
 

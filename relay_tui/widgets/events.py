@@ -115,6 +115,7 @@ class EventList(SafeOptionList):
         super().__init__(**kwargs)
         self.entries: deque[EventEntry] = deque(maxlen=KEPT_ENTRIES)
         self.query_text = ""
+        self.last_id = 0
         self.level = "all"
         self.now: float | None = None
         self._styles: Mapping[str, str] = {}
@@ -139,8 +140,10 @@ class EventList(SafeOptionList):
         self, events: Sequence[EventView], styles: Mapping[str, str], now: float | None = None
     ) -> None:
         """Coalesce the newest events onto the list; follow them if the cursor is at the end."""
+        events = [e for e in events if e.id > self.last_id]  # a snapshot applied again
         if not events:
             return
+        self.last_id = events[-1].id
         self._styles, self.now = styles, now
         last = self.entries[-1] if self.entries else None
         before = self.entries[-2] if len(self.entries) > 1 else None
@@ -159,6 +162,7 @@ class EventList(SafeOptionList):
             self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
 
     def clear_events(self) -> None:
+        self.last_id = 0
         self.entries.clear()
         self._shown = []
         self.clear_options()

@@ -513,3 +513,18 @@ async def test_every_provider_row_shows_at_150x34(sample_app: RelayApp) -> None:
         await settle(pilot)
         assert table.row_count == 8
         assert table.scrollable_content_region.height >= table.row_count + 1
+
+
+@run_async
+async def test_sorting_applies_the_snapshot_again_without_doubling_events(
+    sample_app: RelayApp,
+) -> None:
+    """Found by the tmux key bursts: ``s`` applies the current snapshot again, and its events
+    were added twice (DuplicateID ended the console)."""
+    async with sample_app.run_test(size=(160, 48)) as pilot:
+        await wait_loaded(pilot)
+        events = sample_app.main_screen.query_one(EventList)
+        count = events.option_count
+        await pilot.press("s", "s")
+        await pilot.pause(0.3)
+        assert sample_app._exception is None and events.option_count == count

@@ -41,3 +41,26 @@ async def test_random_bursts_in_the_palette(tmp_path: Path, seed: int) -> None:
             await type_keys(pilot, "escape", "escape", gap=0.05)
             await pilot.pause(0.2)
             assert app._exception is None, f"seed {seed}"
+
+
+@run_async
+async def test_the_theme_palette_and_two_enters_in_a_burst_do_not_crash(tmp_path: Path) -> None:
+    """Found by the tmux key bursts: the palette's Theme command opens a palette of its own
+    (it had the page-move crash too), and a second enter in the same burst dismissed the
+    palette again, popping the main screen (ScreenStackError)."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        await type_keys(pilot, "ctrl+p", *"theme", gap=0.05)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "enter", gap=0)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "n", "o", "pagedown", "pageup", "pagedown", "enter", "enter", gap=0)
+        await pilot.pause(0.6)
+        assert app._exception is None
+        await type_keys(pilot, "ctrl+p", *"usage", gap=0.05)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "enter", "enter", "enter", gap=0)
+        await pilot.pause(0.6)
+        assert app._exception is None and len(app.screen_stack) >= 1
+        assert app.screen_stack[0] is app.main_screen
