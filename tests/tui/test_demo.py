@@ -23,7 +23,9 @@ def test_the_feeder_rotates_through_what_a_fleet_meets_and_prunes(tmp_path: Path
         with store.read() as session:
             tasks = {t.key: t for t in session.exec(select(Task))}
         assert ids[:3] == ["change-1", "change-2", "change-3"]
-        assert "change-2/docs" in tasks and tasks["change-2/docs"].pinned_agent == "claude-a"  # a limit
+        assert (
+            "change-2/docs" in tasks and tasks["change-2/docs"].pinned_agent == "claude-a"
+        )  # a limit
         assert "change-4/flaky" in tasks and "change-6/verify" in tasks  # a failure, an ask
         artifacts = workspace / "artifacts-of-old"
         artifacts.mkdir()
