@@ -10,15 +10,18 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.command import CommandListItem, SimpleProvider
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
+from textual.theme import ThemeProvider
+from textual.widget import AwaitMount
 
 from relay_engine.contracts.config import RelayConfig, load_config
 from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, TaskState
@@ -26,9 +29,12 @@ from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind
 from relay_tui.actions.agents import AgentActions
+from relay_tui.actions.asks import AskActions
 from relay_tui.actions.jobs import JobActions
+from relay_tui.actions.keymap import checked_keymap
 from relay_tui.actions.navigation import NavigationActions
-from relay_tui.actions.palette import ActionPalette
+from relay_tui.actions.palette import ActionPalette, SafePalette
+from relay_tui.actions.takeover import TakeOverActions
 from relay_tui.actions.target import screen_target
 from relay_tui.actions.tasks import TaskActions
 from relay_tui.crash import write_crash_report
@@ -36,8 +42,11 @@ from relay_tui.data.feed import FeedReader
 from relay_tui.data.snapshot import CommandView, Snapshot
 from relay_tui.engine_thread import EngineThread
 from relay_tui.messages import CommandQueued, CursorMoved, EngineStopped, FeedFailed, SnapshotLoaded
-from relay_tui.render.header import fleet_line, status_line
+from relay_tui.render.header import fleet_line, plural, status_line
+from relay_tui.render.limits import limit_words
 from relay_tui.render.styles import theme_styles
+from relay_tui.render.words import english
+from relay_tui.screens.bindings import binding_groups
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
@@ -57,7 +66,15 @@ ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
 
 
-class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[None]):
+class RelayApp(
+    NavigationActions,
+    TaskActions,
+    JobActions,
+    AgentActions,
+    AskActions,
+    TakeOverActions,
+    App[None],
+):
     CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "relay"
     COMMANDS = App.COMMANDS | {ActionPalette}
@@ -113,11 +130,31 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
             )
         self._quit_started = False
         self._approve_offered: bool | None = None
+        self._on_applied: dict[int, Callable[[bool], None]] = {}
+        self._asks_seen: set[int] | None = None
+        self.keymap_in_use: dict[str, str] = {}
+        """relay.toml's keymap less the entries refused for a clash (what help lists)."""
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
         svg = super().export_screenshot(title=title, simplify=simplify)
         # Without it rsvg drops each span's leading space ("✔schema", "running· try 1/3").
         return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
+
+    def action_command_palette(self) -> None:
+        """Textual's palette with page moves that cannot crash (see :class:`SafePalette`)."""
+        if self.use_command_palette and not SafePalette.is_open(self):
+            self.push_screen(SafePalette(id="--command-palette"))
+
+    def search_themes(self) -> None:
+        """The palette's "Theme" command opens a palette of its own: the safe kind too."""
+        self.push_screen(SafePalette(providers=[ThemeProvider], placeholder="Search for themes…"))
+
+    def search_commands(
+        self, commands: Sequence[CommandListItem], placeholder: str = "Search for commands…"
+    ) -> AwaitMount:
+        return self.push_screen(
+            SafePalette(providers=[SimpleProvider(self.screen, commands)], placeholder=placeholder)
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:
@@ -129,8 +166,7 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
 
     def on_mount(self) -> None:
         self.state_styles = theme_styles(self.get_css_variables())
-        if self.config.keymap:
-            self.set_keymap(dict(self.config.keymap))
+        self._apply_keymap(self.config)
         if self.engine is not None:
             self.engine.start()
         self.set_interval(1.0, self._tick)
@@ -159,8 +195,20 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         self._close_messages_no_wait()
 
     # -- commands ---------------------------------------------------------------------
+    def _apply_keymap(self, config: RelayConfig) -> None:
+        """relay.toml's ``[keymap]``, less the entries that would take a key another action
+        has: those are refused with an error toast that names both (Textual would silently
+        drop the other binding)."""
+        keymap, refusals = checked_keymap(dict(config.keymap), self.all_bindings())
+        self.keymap_in_use = keymap
+        self.set_keymap(keymap)
+        for refusal in refusals:
+            self.notify(refusal, title="keymap refused", severity="error", timeout=30)
+
     @work(thread=True, group="commands", exit_on_error=False)
-    def send_command(self, command: OperatorCommand) -> None:
+    def send_command(
+        self, command: OperatorCommand, on_applied: Callable[[bool], None] | None = None
+    ) -> None:
         """Store the command (the engine's inbox when embedded) and watch for its outcome."""
         if self.store.readonly:
             why = (
@@ -177,6 +225,8 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         except Exception as error:
             self.post_message(CommandQueued(command.kind, command.payload(), None, str(error)))
             return
+        if on_applied is not None:
+            self._on_applied[command_id] = on_applied
         self.feed.watch_command(command_id)
         self.post_message(CommandQueued(command.kind, command.payload(), command_id))
         self.feed.nudge()
@@ -199,12 +249,16 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
             )
 
     def _command_applied(self, command: CommandView) -> None:
+        then = self._on_applied.pop(command.id, None)
+        if then is not None:
+            then(bool(command.succeeded))
         target = command_target(command.payload)
+        outcome = english(limit_words(command.outcome, self.clock()))
         if command.succeeded:
-            self.notify(command.outcome or f"{command.kind} {target} done", title=command.kind)
+            self.notify(outcome or f"{command.kind} {target} done", title=command.kind)
         else:
             self.notify(
-                command.outcome or f"{command.kind} {target} refused",
+                outcome or f"{command.kind} {target} refused",
                 title=f"{command.kind} refused",
                 severity="error",
                 timeout=ERROR_TOAST_SECONDS,
@@ -231,6 +285,7 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
             screen.reload()
         for command in snapshot.command_outcomes:
             self._command_applied(command)
+        self._ring_for_new_asks(snapshot)
         self._notify_changes(previous, snapshot)
         self.applied.append((time.thread_time() - cpu, len(snapshot.changed_tasks)))
         self.call_after_refresh(lambda: self.feed.painted(time.perf_counter() - started))
@@ -253,8 +308,22 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         if self.snapshot is not None:
             with contextlib.suppress(NoMatches):  # quitting: the panes may be gone already
                 self.main_screen.tick(self.snapshot, self.clock(), self.state_styles)
+                self.update_status()  # countdowns and heartbeat ages in the header
 
     # -- notifications ----------------------------------------------------------------
+    def _ring_for_new_asks(self, snapshot: Snapshot) -> None:
+        """The bell rings once per new ask (not for the ones open when the console started)."""
+        ids = {ask.id for ask in snapshot.asks}
+        if self._asks_seen is not None:
+            for ask in sorted(ids - self._asks_seen):
+                self.bell()
+                self.notify(
+                    f"{ask_word(snapshot, ask)} — 6 shows what waits on you",
+                    title="waiting on you",
+                    severity="warning",
+                )
+        self._asks_seen = ids
+
     def _notify_changes(self, previous: Snapshot | None, snapshot: Snapshot) -> None:
         if previous is None:
             return
@@ -298,8 +367,7 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         """Keys and notification settings follow a reloaded relay.toml."""
         self.config = config
         self.feed.projection.config = config
-        if config.keymap:
-            self.set_keymap(dict(config.keymap))
+        self._apply_keymap(config)
 
     def _alert(self, kind: EventKind, text: str, severity: str) -> None:
         """A toast and the bell for the kinds relay.toml's ``[notifications] on`` names."""
@@ -326,7 +394,17 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
             return
         main = self.main_screen
         capacity = self.config.engine.max_concurrent_agents
-        main.set_header(fleet_line(self.mode_label(), self.snapshot, capacity, self.state_styles))
+        width = max(20, main.size.width - 2)
+        header = fleet_line(
+            self.mode_label(),
+            self.snapshot,
+            capacity,
+            self.state_styles,
+            now=self.clock(),
+            width=width,
+            lines=2 if main.layout_name == "grid" else 1,
+        )
+        main.set_header(header)
         table = main.active_table()
         sort = table.sort if isinstance(table, SortableTable) else None
         main.set_status(
@@ -352,9 +430,17 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in {"help", "quit"}:
             return not isinstance(self.screen, ModalScreen)
-        if action == "approve":
-            return self.approve_offered()
         return True
+
+    def key_hidden(self, action: str) -> bool:
+        """``g`` works on every job (one without a gate is told so) but is shown for a
+        gated one only."""
+        return action == "approve" and not self.approve_offered()
+
+    def all_bindings(self) -> list[list[Binding]]:
+        """The bindings that are active together, per screen and focused widget: what a
+        remapped key must not collide with."""
+        return binding_groups(self.BINDINGS)
 
     # -- quitting ---------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -368,8 +454,8 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         live = engine.live_count()
         if live and not self.demo:
             question = (
-                f"{live} agent(s) are running. Quitting stops them; their tasks go back to "
-                "the queue without spending an attempt."
+                f"{plural(live, 'agent')} {'is' if live == 1 else 'are'} running. Quitting "
+                "stops them; their tasks go back to the queue without spending an attempt."
             )
             self.push_screen(
                 ConfirmScreen("Quit relay", question, yes="Stop agents and quit"),
@@ -392,6 +478,11 @@ class RelayApp(NavigationActions, TaskActions, JobActions, AgentActions, App[Non
         if self.engine is not None:
             self.engine.stop()
         self.call_from_thread(self.exit)
+
+
+def ask_word(snapshot: Snapshot, ask_id: int) -> str:
+    ask = snapshot.ask(ask_id)
+    return f"{ask.task_key or ask.job_id}: {ask.waiting}" if ask else f"ask {ask_id}"
 
 
 def command_target(payload: Any) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from relay_engine.contracts.config import ConfigError
+from relay_engine.core.faults import DatabaseFault
 from relay_engine.store.db import SchemaError
 from relay_tui.crash import crash_message
 
@@ -56,14 +57,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     workspace: Path = args.workspace
+    feeder = None
     if args.demo:
+        from relay_tui.demo.feeder import DemoFeeder
         from relay_tui.demo.workspace import make_demo_workspace
 
         workspace = make_demo_workspace()
+        feeder = DemoFeeder(workspace)  # new work keeps coming until the console quits
+        feeder.start()
     try:
         return run(workspace, args.db, args.demo)
     finally:
-        if args.demo:
+        if feeder is not None:
+            feeder.stop()
             shutil.rmtree(workspace, ignore_errors=True)
 
 
@@ -80,8 +86,8 @@ def run(
 
     try:
         app = (app_class or RelayApp)(workspace, db_url=db_url, demo=demo)
-    except (ConfigError, SchemaError) as error:
-        print(f"relay-tui: {error}", file=sys.stderr)
+    except (ConfigError, SchemaError, DatabaseFault) as error:
+        print(f"error: {error}", file=sys.stderr)  # the line `relay --db … status` prints
         return 2
     try:
         app.run(headless=headless)

@@ -26,6 +26,12 @@ class CursorMoved(Message):
 
 
 @dataclass
+class FiltersChanged(Message):
+    """What a pane shows changed (a level, a view, folded jobs): its title and the status
+    line say so again."""
+
+
+@dataclass
 class CommandQueued(Message):
     """An operator command was stored for the engines (``error`` says why it was not)."""
 

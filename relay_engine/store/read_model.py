@@ -80,6 +80,7 @@ TASK_COLUMNS = tuple(
         "dependencies", "blocked_by", "waiting_on_provider", "not_before", "execution_id",
         "error", "result_summary", "started_at", "finished_at", "created_at", "updated_at",
         "parent_key", "external_deps", "priority", "plan_id", "guidance", "held_by", "held_at",
+        "timeout_s",
     )
 )  # fmt: skip
 """The columns a TaskView needs: no input, result data or sim script (prompts are large)."""
@@ -121,6 +122,8 @@ class TaskView:
     guidance: str | None = None
     held_by: str | None = None  # HELD: the operator who took it over, and since when
     held_at: float | None = None
+    timeout_s: float | None = None
+    """The task's own timeout; None: its story size's."""
 
     @classmethod
     def from_row(cls, row: Any, *, clip: bool = True) -> TaskView:
@@ -160,6 +163,7 @@ class TaskView:
             guidance=row.guidance,
             held_by=row.held_by,
             held_at=row.held_at,
+            timeout_s=row.timeout_s,
         )
 
     @property
@@ -257,6 +261,24 @@ def spend_by(
     if with_models and found:
         found = _with_models(session, column, found)
     return found
+
+
+def spend_since(session: Session, since: float) -> SpendView:
+    """Spend of the executions started at or after ``since`` (today's, for a header)."""
+    found = _spend_rows(
+        session,
+        select(
+            func.min(1),
+            func.sum(func.coalesce(Execution.cost_usd, 0.0)),
+            func.max(case((col(Execution.cost_estimated), 1), else_=0)),
+            func.sum(func.coalesce(Execution.input_tokens, 0)),
+            func.sum(func.coalesce(Execution.output_tokens, 0)),
+            func.sum(func.coalesce(Execution.cached_tokens, 0)),
+            func.count(),
+            func.sum(case((col(Execution.cost_usd).is_(None), 1), else_=0)),
+        ).where(col(Execution.started_at) >= since),
+    )
+    return next(iter(found.values()), NO_SPEND)
 
 
 def _spend_rows(session: Session, query: Any) -> dict[str, SpendView]:
@@ -577,6 +599,8 @@ class ExecutionView:
     """Known when the CLI reports it, usually at the run's end."""
     cwd: str | None = None
     """The worktree (or directory) the agent ran in."""
+    engine_id: str = ""
+    """The engine that runs (or ran) it: a console tells a run whose engine is gone."""
 
 
 def read_executions(
@@ -617,6 +641,7 @@ def _execution_view(row: Execution) -> ExecutionView:
         model=row.model,
         spend=SpendView.of_execution(row),
         cwd=row.cwd,
+        engine_id=row.engine_id,
     )
 
 

@@ -18,6 +18,8 @@ class AgentActions:
     def action_reset_agent(self: ConsoleApp) -> None:
         agent_id = self.current_target().agent_id
         agent = self.snapshot.agent_row(agent_id) if self.snapshot and agent_id else None
+        if agent is not None and self.refused_read_only():
+            return
         if agent is None:
             self.notify(
                 "No agent under the cursor: move to an agent row in the Providers pane (3).",

@@ -22,6 +22,8 @@ from relay_engine.ops.pulls import no_pull_reason
 from relay_engine.store.read_model import JobView, ReviewView
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.data.snapshot import Snapshot
+from relay_tui.render.header import plural
+from relay_tui.render.spend import budget_words
 from relay_tui.screens.budget import BudgetScreen
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.replan import ReplanScreen
@@ -91,7 +93,7 @@ class JobActions:
 
     def action_replan(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None or self.snapshot is None:
+        if job is None or self.snapshot is None or self.refused_read_only():
             return
         superseded = superseded_by_replan(self.snapshot, job.id)
         screen = ReplanScreen(job.id, superseded, manual=job.mode == "manual", blink=self.blink)
@@ -102,7 +104,7 @@ class JobActions:
 
     def action_approve(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None or self.snapshot is None:
+        if job is None or self.snapshot is None or self.refused_read_only():
             return
         if not job.gated:
             self.notify(
@@ -119,7 +121,7 @@ class JobActions:
 
     def action_cancel_job(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None or self.snapshot is None:
+        if job is None or self.snapshot is None or self.refused_read_only():
             return
         if job.state in TERMINAL_JOB_STATES:
             self.notify(f"job {job.id} already {job.state.lower()}.", severity="warning")
@@ -130,8 +132,8 @@ class JobActions:
             if t.job_id == job.id and t.state not in TERMINAL_TASK_STATES
         )
         question = (
-            f"Cancel job {job.id}?\n{active} unfinished task(s) are cancelled; "
-            "running agents are stopped."
+            f"Cancel job {job.id}?\n{plural(active, 'unfinished task')} "
+            f"{'is' if active == 1 else 'are'} cancelled; running agents are stopped."
         )
         self.push_screen(
             ConfirmScreen("Cancel job", question, yes="Cancel job", target=f"job:{job.id}"),
@@ -140,7 +142,7 @@ class JobActions:
 
     def action_merge(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None or not has_open_pull(self, job):
+        if job is None or self.refused_read_only() or not has_open_pull(self, job):
             return
         verdict = verdict_words(job.review)
         target = f"job:{job.id}"
@@ -162,7 +164,9 @@ class JobActions:
 
     def action_close_pr(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None or not has_open_pull(self, job) or self.snapshot is None:
+        if job is None or self.snapshot is None or self.refused_read_only():
+            return
+        if not has_open_pull(self, job):
             return
         pr = job.pr
         assert pr is not None
@@ -173,8 +177,8 @@ class JobActions:
         )
         question = (
             f"Close the pull request of {job.id} ({pr.head_branch} → {pr.base_branch}) "
-            f"and cancel unfinished work?\n{unfinished} unfinished task(s) are cancelled; "
-            "the branch stays."
+            f"and cancel unfinished work?\n{plural(unfinished, 'unfinished task')} "
+            f"{'is' if unfinished == 1 else 'are'} cancelled; the branch stays."
         )
         self.push_screen(
             ConfirmScreen("Close pull request", question, yes="Close PR", target=f"job:{job.id}"),
@@ -183,9 +187,9 @@ class JobActions:
 
     def action_raise_budget(self: ConsoleApp) -> None:
         job = target_job_view(self)
-        if job is None:
+        if job is None or self.refused_read_only():
             return
-        standing = job.budget.text
+        standing = budget_words(job)
         if standing and job.budget_usd is None:
             standing += " (a token budget; dollars added here start a dollar budget)"
         self.push_screen(

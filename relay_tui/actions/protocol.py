@@ -8,6 +8,7 @@ one way only (see the layers contract in pyproject.toml).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from textual.screen import Screen
@@ -27,6 +28,8 @@ class ConsoleApp(Protocol):
     snapshot: Snapshot | None
     store: Store
     config: RelayConfig
+    workspace: Path
+    keymap_in_use: dict[str, str]
     clock: Callable[[], float]
     blink: bool
     state_styles: dict[str, str]
@@ -38,8 +41,33 @@ class ConsoleApp(Protocol):
 
     def push_screen(self, screen: Screen[Any], callback: Any = ...) -> Any: ...
 
-    def send_command(self, command: OperatorCommand) -> Any:
-        """Store ``command`` for the engines and watch for its outcome."""
+    @property
+    def screen_stack(self) -> list[Screen[Any]]: ...
+
+    def pop_screen(self) -> Any: ...
+
+    def send_command(
+        self, command: OperatorCommand, on_applied: Callable[[bool], None] | None = None
+    ) -> Any:
+        """Store ``command`` for the engines and watch for its outcome (``on_applied`` is
+        called with whether it succeeded, once some engine applied it)."""
+
+    def refused_read_only(self) -> bool:
+        """True, after saying so, when this console may not send commands at all."""
+
+    def bell(self) -> None: ...
+
+    def run_action(self, action: str) -> Any: ...
+
+    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+    def action_read_ask(self) -> None: ...
+
+    def open_take_over(self, key: str) -> Any: ...
+
+    def took_over(self, key: str, line: Any, why: str | None) -> None: ...
+
+    def merge_then_hand_back(self, key: str) -> Any: ...
 
     def update_status(self) -> None: ...
 

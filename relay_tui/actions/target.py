@@ -15,10 +15,13 @@ from textual.screen import Screen
 
 from relay_engine.store.read_model import TaskView
 from relay_tui.data.snapshot import Snapshot
+from relay_tui.render.events import EventEntry
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.usage import UsageScreen
+from relay_tui.widgets.events import EventList
+from relay_tui.widgets.needs import ask_id_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,11 @@ class Target:
     row_key: str | None = None
     task_key: str | None = None
     job_id: str | None = None
+
+    @property
+    def ask_id(self) -> int | None:
+        """The ask of a Needs-you row."""
+        return ask_id_of(self.row_key)
 
     @property
     def agent_id(self) -> str | None:
@@ -42,6 +50,8 @@ class Target:
         """What the status bar shows after ``▶``."""
         if self.agent_id:
             return f"agent {self.agent_id}"
+        if self.ask_id is not None:
+            return f"ask {self.ask_id} of {self.task_key or self.job_id}"
         if self.task_key:
             return self.task_key
         if self.job_id and self.row_key and self.row_key.startswith("run:"):
@@ -64,7 +74,10 @@ def screen_target(screen: Screen[Any]) -> Target:
     if isinstance(screen, JobScreen):
         return Target("job", f"job:{screen.job_id}", None, screen.job_id)
     if isinstance(screen, MainScreen):
-        return target_of_row(*screen.cursor_row(), screen.snapshot)
+        pane, row_key = screen.cursor_row()
+        if pane == "events":
+            return event_target(screen.query_one(EventList).entry(row_key))
+        return target_of_row(pane, row_key, screen.snapshot)
     if isinstance(screen, UsageScreen):
         return target_of_row("usage", screen.cursor_key(), None)
     return Target("none")
@@ -79,6 +92,11 @@ def target_of_row(pane: str, row_key: str | None, snapshot: Snapshot | None) -> 
     if pane == "usage":  # the job and budget tables' rows of jobs are ``job:ID``
         job_id = row_key.removeprefix("job:") if row_key.startswith("job:") else None
         return Target(pane, row_key, None, job_id)
+    if pane == "needs":
+        ask = snapshot.ask(ask_id_of(row_key)) if snapshot else None
+        if ask is None:
+            return Target(pane, row_key)
+        return Target(pane, row_key, ask.task_key, ask.job_id)
     if pane == "running":
         run = snapshot.run(row_key) if snapshot else None
         if run is None:
@@ -87,6 +105,15 @@ def target_of_row(pane: str, row_key: str | None, snapshot: Snapshot | None) -> 
             return Target(pane, row_key, run.task_key, run.job_id)
         return Target(pane, f"run:{row_key}", None, run.job_id)
     return Target(pane, row_key)
+
+
+def event_target(entry: EventEntry | None) -> Target:
+    """An event line stands for its task (one event, or a burst of one task's), else its
+    job."""
+    if entry is None:
+        return Target("events")
+    task = entry.task_key
+    return Target("events", entry.key, task, entry.job_id or (task or "").partition("/")[0] or None)
 
 
 def _job_or_task_row(pane: str, row_key: str, snapshot: Snapshot | None) -> Target:

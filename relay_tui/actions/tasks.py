@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from relay_engine.contracts.config import RelayConfig
-from relay_engine.core.states import RETRYABLE_TASK_STATES, TERMINAL_TASK_STATES
+from relay_engine.core.states import RETRYABLE_TASK_STATES, TERMINAL_TASK_STATES, TaskState
 from relay_engine.ops.commands import CancelTask, Pin, RetryTask
 from relay_engine.store.read_model import AgentRow, TaskView
 from relay_tui.actions.protocol import ConsoleApp
@@ -30,6 +30,15 @@ def eligible_agents(agents: Iterable[AgentRow], role: str) -> list[AgentRow]:
     return [a for a in agents if a.enabled and (not a.roles or role in a.roles)]
 
 
+def cancel_consequence(task: TaskView) -> str:
+    """What a cancel does to this task, in its state's words."""
+    if task.state == TaskState.RUNNING:
+        return f"Its agent ({task.agent or 'running'}) is stopped; tasks after it are blocked."
+    if task.state == TaskState.HELD:
+        return "It is held: what its worktree holds stays on its branch; nothing is merged."
+    return "It will not run; tasks after it are blocked."
+
+
 def pin_command(task: TaskView, agent_id: str) -> Pin:
     """A task with a workstream pins the workstream (its later tasks follow); one without,
     just itself."""
@@ -43,12 +52,12 @@ class TaskActions:
 
     def action_cancel_task(self: ConsoleApp) -> None:
         task = self.target_task()
-        if task is None:
+        if task is None or self.refused_read_only():
             return
         if task.state in TERMINAL_TASK_STATES:
             self.notify(f"{task.key} already {task.state.lower()}.", severity="warning")
             return
-        question = f"Cancel {task.key} ({task.shown_state.lower()})?\nA running agent is stopped."
+        question = f"Cancel {task.key} ({task.shown_state.lower()})?\n{cancel_consequence(task)}"
         self.push_screen(
             ConfirmScreen("Cancel task", question, yes="Cancel task", target=task.key),
             lambda yes: yes and self.send_command(CancelTask(task=task.key)),
@@ -56,7 +65,7 @@ class TaskActions:
 
     def action_retry_task(self: ConsoleApp) -> None:
         task = self.target_task()
-        if task is None:
+        if task is None or self.refused_read_only():
             return
         if task.state not in RETRYABLE_TASK_STATES:
             self.notify(
@@ -68,9 +77,12 @@ class TaskActions:
 
     def action_pin(self: ConsoleApp) -> None:
         task = self.target_task()
-        if task is None or self.snapshot is None:
+        if task is None or self.snapshot is None or self.refused_read_only():
             return
-        agents = eligible_agents(self.snapshot.agents or config_agents(self.config), task.role)
+        agents = eligible_agents(
+            self.snapshot.agent_rows or self.snapshot.agents or config_agents(self.config),
+            task.role,
+        )
         self.push_screen(
             PinScreen(task.key, agents, self.snapshot.providers),
             lambda agent_id: agent_id and self.send_command(pin_command(task, agent_id)),

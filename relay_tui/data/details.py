@@ -7,6 +7,7 @@ session.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from relay_engine.store.db import Store
-from relay_engine.store.engines import EngineRow, job_engines
+from relay_engine.store.engines import EngineRow, engine_rows, job_engines
 from relay_engine.store.read_model import (
     ExecutionView,
     JobView,
@@ -27,7 +28,7 @@ from relay_engine.store.read_model import (
     read_task_detail,
     read_tasks,
 )
-from relay_engine.store.schema import Event, Job, Task
+from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 from relay_tui.data.projection import event_view
 from relay_tui.data.snapshot import EventView
 
@@ -100,8 +101,28 @@ def job_detail(store: Store, job_id: str, *, now: float, lease_seconds: float) -
             plans=tuple(read_plans(session, job_ids=[job_id])),
             reviews=tuple(read_reviews(session, job_id)),
             upstream=upstream_states(session, jobs[0], tasks),
-            engines=tuple(job_engines(session, job_id, now=now, lease_seconds=lease_seconds)),
+            engines=tuple(holding_engines(session, job_id, now=now, lease_seconds=lease_seconds)),
         )
+
+
+def holding_engines(
+    session: Any, job_id: str, *, now: float, lease_seconds: float
+) -> list[EngineRow]:
+    """The engines holding the job's claimed tasks, and those running its planner rounds
+    (a planner holds no task, so the engine's own listing leaves it out)."""
+    rows = job_engines(session, job_id, now=now, lease_seconds=lease_seconds)
+    query = select(Execution.engine_id).where(
+        col(Execution.job_id) == job_id,
+        col(Execution.ended_at).is_(None),
+        col(Execution.task_key).is_(None),
+        col(Execution.started_at).is_not(None),
+    )
+    planners = Counter(engine for engine in session.exec(query) if engine)
+    if not planners:
+        return rows
+    running = Counter({row.id: row.running for row in rows}) + planners
+    records = session.exec(select(EngineRecord).where(col(EngineRecord.id).in_(sorted(running))))
+    return engine_rows(records, running, now=now, lease_seconds=lease_seconds, recent_seconds=None)
 
 
 def upstream_states(session: Any, job: JobView, tasks: Sequence[TaskView]) -> dict[str, str]:

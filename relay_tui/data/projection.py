@@ -13,16 +13,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 
 from sqlmodel import Session, col, func, select
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.contracts.pricing import DEFAULT_PRICES
+from relay_engine.core.budgets import local_midnight
 from relay_engine.core.states import JobState, TaskState
 from relay_engine.store.db import Store
-from relay_engine.store.engines import RECENT_SECONDS
+from relay_engine.store.engines import RECENT_SECONDS, why_gone
 from relay_engine.store.read_model import (
+    NO_SPEND,
     TASK_COLUMNS,
     AgentRow,
     ExecutionView,
@@ -30,10 +34,12 @@ from relay_engine.store.read_model import (
     SpendView,
     TaskView,
     agent_rows,
+    read_asks,
     read_executions,
     read_jobs,
     read_plans,
     spend_by,
+    spend_since,
 )
 from relay_engine.store.schema import (
     Command,
@@ -43,6 +49,8 @@ from relay_engine.store.schema import (
     ProviderLimit,
     Task,
 )
+from relay_engine.store.task_rows import STORY_TIMEOUTS_S
+from relay_tui.data.progress import ProgressReader, RunProgress
 from relay_tui.data.snapshot import (
     CommandView,
     EventView,
@@ -55,6 +63,7 @@ from relay_tui.data.snapshot import (
 FULL_RELOAD_SECONDS = 30.0
 SPEND_SECONDS = 1.0
 """A busy job's spend is summed again at most this often (each sum reads its executions)."""
+TODAY_SECONDS = 5.0
 EVENT_BATCH = 5000
 EVENT_LOG_SIZE = 500
 
@@ -97,6 +106,9 @@ class Projection:
         self._last_full = 0.0
         self._watched: set[int] = set()
         self._watch_lock = threading.Lock()
+        self._progress = ProgressReader(config.prices if config else DEFAULT_PRICES)
+        self._today = NO_SPEND
+        self._today_read = -TODAY_SECONDS
 
     def watch_command(self, command_id: int) -> None:
         """Report this command's outcome in the snapshot after some engine applied it."""
@@ -119,6 +131,9 @@ class Projection:
             jobs = tuple(self._jobs(session))
             plans = tuple(read_plans(session))
             runs = tuple(read_executions(session, running=True))
+            progress = self._run_progress(session, runs)
+            asks = tuple(read_asks(session))
+            today = self._spend_today(session)
             limits = list(session.exec(select(ProviderLimit)))
             agents = tuple(agent_rows(session, self.clock()))
             rows = self._agent_rows(session, listed=bool(agents))
@@ -149,6 +164,9 @@ class Projection:
             command_outcomes=outcomes,
             agent_rows=rows,
             task_spend=MappingProxyType(dict(self._task_spend)),
+            progress=MappingProxyType(progress),
+            asks=asks,
+            spend_today=today,
         )
 
     def _read_spend(
@@ -176,6 +194,39 @@ class Projection:
             self._job_spend.update(spend_by(session, Execution.job_id, due))
             self._spend_read = time.monotonic()
 
+    def _run_progress(
+        self, session: Session, runs: Sequence[ExecutionView]
+    ) -> dict[str, RunProgress]:
+        """What each running agent is doing, its timeout, and whether its engine is gone."""
+        found = self._progress.read(runs)
+        engines = {run.engine_id for run in runs if run.engine_id}
+        records = (
+            {
+                r.id: r
+                for r in session.exec(select(EngineRecord).where(col(EngineRecord.id).in_(engines)))
+            }
+            if engines
+            else {}
+        )
+        now = self.clock()
+        for run in runs:
+            task = self._tasks.get(run.task_key or "")
+            timeout = (task.timeout_s or STORY_TIMEOUTS_S.get(task.story_size)) if task else None
+            record = records.get(run.engine_id)
+            gone = record is not None and why_gone(
+                record, now=now, lease_seconds=self.lease_seconds
+            )
+            last_seen = (record.stopped_at or record.heartbeat_at) if gone and record else None
+            found[run.id] = replace(found[run.id], timeout_s=timeout, engine_gone_at=last_seen)
+        return found
+
+    def _spend_today(self, session: Session) -> SpendView:
+        """Spend since local midnight, summed again at most every few seconds."""
+        if time.monotonic() - self._today_read >= TODAY_SECONDS:
+            self._today = spend_since(session, local_midnight(self.clock()))
+            self._today_read = time.monotonic()
+        return self._today
+
     def _jobs(self, session: Session) -> list[JobView]:
         warn_at = self.config.engine.budget_warn_at if self.config else 0.8
         return read_jobs(session, spend=self._job_spend, warn_at=warn_at)
@@ -190,7 +241,12 @@ class Projection:
     def _fleet(self, session: Session) -> FleetHealth:
         now = self.clock()
         alive = session.exec(
-            select(func.count(), func.max(EngineRecord.heartbeat_at)).where(
+            select(
+                func.count(),
+                func.max(EngineRecord.heartbeat_at),
+                func.sum(EngineRecord.slots),
+                func.min(EngineRecord.slots),
+            ).where(
                 col(EngineRecord.stopped_at).is_(None),
                 col(EngineRecord.heartbeat_at) >= now - self.lease_seconds,
             )
@@ -203,13 +259,14 @@ class Projection:
             )
         ).one()
         waiting = session.exec(select(func.count()).where(col(Command.applied_at).is_(None))).one()
-        count, newest = alive
+        count, newest, slots, fewest = alive
         age = max(0.0, now - newest) if newest is not None else None
         return FleetHealth(
             engines_alive=int(count),
             engines_gone=int(gone),
             heartbeat_age=age,
             commands_waiting=int(waiting),
+            slots=int(slots) if count and fewest else None,  # 0: an engine did not say
         )
 
     def _outcomes(self, session: Session) -> tuple[CommandView, ...]:

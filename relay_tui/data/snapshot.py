@@ -9,13 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from relay_engine.store.read_model import (
+    NO_SPEND,
     AgentRow,
+    AskView,
     ExecutionView,
     JobView,
     PlanView,
     SpendView,
     TaskView,
 )
+from relay_tui.data.progress import RunProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ class FleetHealth:
     engines_gone: int = 0
     heartbeat_age: float | None = None
     commands_waiting: int = 0
+    slots: int | None = None
+    """Agent slots of the live engines (None when an engine did not record its own)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,23 @@ class Snapshot:
     """Agents with their availability, daily budgets included (relay.toml's when local)."""
     task_spend: Mapping[str, SpendView] = field(default_factory=dict)
     """task key -> spend of its executions so far (tasks that spent nothing are absent)."""
+    progress: Mapping[str, RunProgress] = field(default_factory=dict)
+    """execution id -> what that running agent is doing now (see :mod:`.progress`)."""
+    asks: tuple[AskView, ...] = ()
+    """Open asks, oldest first: what agents wait on the operator for."""
+    spend_today: SpendView = NO_SPEND
+    """Spend of the executions started since local midnight."""
+
+    def asks_of(self, task_key: str | None) -> list[AskView]:
+        return [a for a in self.asks if a.task_key == task_key] if task_key else []
+
+    def ask(self, ask_id: int | None) -> AskView | None:
+        return next((a for a in self.asks if a.id == ask_id), None)
+
+    def run_alive(self, run: ExecutionView) -> bool:
+        """Whether the run's engine still answers (a run whose engine is gone is not)."""
+        progress = self.progress.get(run.id)
+        return progress is None or progress.engine_gone_at is None
 
     def provider(self, name: str | None) -> ProviderView | None:
         return next((p for p in self.providers if p.provider == name), None)

@@ -23,7 +23,7 @@ from relay_engine.store.schema import (
     ProviderLimit,
     Task,
 )
-from relay_tui.demo import sample_jobs
+from relay_tui.demo import sample_jobs, sample_needs
 from relay_tui.demo.sample_jobs import NOW
 from relay_tui.demo.sample_repo import codex_lines, write_sample_repo
 
@@ -177,7 +177,8 @@ def _executions(artifacts: Path) -> list[Execution]:
         _run(artifacts, "ex-docs-1", "search/docs", "sim-codex", 1, started_at=NOW - 95,
              last_output="writing docs/search.md: section 3 of 5 (query syntax)"),
         _run(artifacts, "ex-ui-2", "search/ui", "sim-gemini", 2, started_at=NOW - 312,
-             last_output="npm test -- search-box: 14 passed, 1 pending"),
+             last_output="npm test -- search-box: 14 passed, 1 pending",
+             engine_id=sample_needs.GONE_ENGINE),
         _run(artifacts, "ex-fixtures-3", "search/fixtures", "sim-codex", 3, **fixtures,
              input_tokens=25_000, output_tokens=3_000, model="gpt-5-codex", cost_usd=0.18,
              cost_estimated=True),
@@ -291,13 +292,15 @@ def write_sample(path: Path) -> str:
         session.add_all(_search_wave_one() + _search_wave_two() + _billing_tasks())
         session.add_all(_executions(artifacts))
         session.add_all(_fleet_rows())
-        session.add_all(sample_jobs.rows())
+        session.add_all(sample_jobs.rows(artifacts))
+        session.add_all(sample_needs.rows(artifacts))
     store.dispose()
     for eid in ("ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
         (artifacts / eid).mkdir(parents=True, exist_ok=True)
         (artifacts / eid / "stdout.txt").write_text(DOCS_STDOUT + "\n", encoding="utf-8")
     (artifacts / "ex-docs-1").mkdir(parents=True, exist_ok=True)
     (artifacts / "ex-docs-1" / "stdout.txt").write_text(codex_lines(), encoding="utf-8")
+    sample_needs.write_files(artifacts)
     write_sample_repo(path / "repo", "search", "schema")
     return url
 

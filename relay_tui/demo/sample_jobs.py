@@ -7,6 +7,7 @@ from :data:`relay_tui.demo.sample.NOW`, so snapshots stay the same pixels.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from relay_engine.store.schema import (
@@ -132,7 +133,7 @@ def _cost(
     }  # fmt: skip
 
 
-def executions() -> list[Execution]:
+def executions(artifacts: Path) -> list[Execution]:
     claude = lambda usd, tin, tout: _cost(usd, tin, tout, "claude-sonnet-4-5", False)  # noqa: E731
     codex = lambda usd, tin, tout: _cost(usd, tin, tout, "gpt-5-codex", True)  # noqa: E731
     runs = [
@@ -150,6 +151,7 @@ def executions() -> list[Execution]:
     runs.append(
         Execution(id="ex-fixtures-ts", job_id="search", task_key="search/fixtures.troubleshoot",
                   agent="sim-claude", provider="claude", attempt=1, started_at=NOW - 40,
+                  artifact_dir=str(artifacts / "ex-fixtures-ts"),
                   last_output="reading the loader's traceback: KeyError 'lang' in fixtures/load.py")
     )  # fmt: skip
     return runs
@@ -187,5 +189,5 @@ def events() -> list[Event]:
     ]
 
 
-def rows() -> list[Any]:
-    return [*jobs(), *tasks(), *pulls(), *executions(), *agents(), *events()]
+def rows(artifacts: Path) -> list[Any]:
+    return [*jobs(), *tasks(), *pulls(), *executions(artifacts), *agents(), *events()]

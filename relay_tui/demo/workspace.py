@@ -7,7 +7,8 @@ Codex, and a review only Claude can do parks until the reset. A failing test tas
 troubleshooter, whose "retry" lets it pass. A second job is planned in two rounds by a
 scripted planner and runs into its small budget. A third works in a real git repository
 with a bare ``origin``: ACTIVE → REVIEWING (the reviewer asks for changes once, a fixer
-makes them) → READY → MERGED into origin's main; a fourth waits for it (``after``).
+makes them) → READY → MERGED into origin's main; a fourth waits for it (``after``). From
+then on :mod:`relay_tui.demo.feeder` keeps new work coming until the console quits.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def relay_toml() -> str:
     ]
     header = "[engine]\nmax_concurrent_agents = 4\ntick_seconds = 0.25\n\n"
     git = '[git]\nremote = "origin"\ncheck_seconds = 2\n\n'
-    return header + git + "\n".join(blocks)
+    # An ask nobody answers is denied after a while, so a demo left alone keeps going.
+    permissions = '[permissions]\nask_timeout = "90s"\n\n'
+    return header + git + permissions + "\n".join(blocks)
 
 
 SEARCH_JOB = Template(

@@ -14,10 +14,12 @@ from relay_engine.contracts.review import finding_lines
 from relay_engine.core.states import DONE_JOB_STATES, JobState
 from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
-from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView
+from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView, TaskView
 from relay_tui.data.details import JobDetail
-from relay_tui.render.spend import LEVEL_STATES, budget_bar, spend_line
+from relay_tui.render.spend import LEVEL_STATES, budget_bar, budget_words, spend_line
 from relay_tui.render.styles import styled
+from relay_tui.render.task_facts import held_line
+from relay_tui.render.words import english
 
 SEVERITY_STYLES = {"blocker": "bold red", "critical": "bold red", "major": "red", "minor": "yellow"}
 
@@ -46,16 +48,16 @@ def pull_text(pr: PullView | None, job: JobView | None, styles: Mapping[str, str
         text.append(" · merge requested")
     text.append("\n")
     if pr.note:
-        text.append(f"waiting: {pr.note}\n", style="italic")
+        text.append(f"waiting: {english(pr.note)}\n", style="italic")
     if pr.error:
         text.append(f"error: {pr.error}\n", style=styles.get("FAILED", ""))
     return text
 
 
-def review_text(reviews: Sequence[ReviewView]) -> Text:
+def review_text(reviews: Sequence[ReviewView], job: JobView | None = None) -> Text:
     """The latest round in full (verdict, head, summary, findings); earlier rounds one line."""
     if not reviews:
-        return Text("no review yet: it runs when the work is done", style="dim")
+        return Text(no_review_words(job), style="dim")
     text = Text()
     for review in reviews[:-1]:
         text.append(f"round {review.round}: {review.verdict or 'unfinished'}", style="dim")
@@ -76,6 +78,29 @@ def review_text(reviews: Sequence[ReviewView]) -> Text:
     return text
 
 
+def no_review_words(job: JobView | None) -> str:
+    """Why there is no review: off, nothing to review (no git branch), or not yet."""
+    if job is not None and not job.review_enabled:
+        return "none: reviews are off for this job (review = false)"
+    if job is not None and (
+        job.repo_path is None or (job.state in DONE_JOB_STATES and job.pr is None)
+    ):
+        return "none: the job has no git branch, so there is nothing to review or merge"
+    return "no review yet: it runs when the work is done"
+
+
+def held_text(tasks: Sequence[TaskView], now: float, styles: Mapping[str, str]) -> Text:
+    """The job's tasks taken over by hand: by whom, since when."""
+    held = [t for t in tasks if t.state == "HELD"]
+    if not held:
+        return Text("nothing taken over", style="dim")
+    text = Text()
+    for task in held:
+        text.append(f"{task.task_id}: ", style="bold")
+        text.append(held_line(task, now) + "\n", style=styles.get("HELD", ""))
+    return text
+
+
 def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:
     """What the job spent; its budget as a bar; how to raise an exhausted one."""
     text = Text(spend_line(job.spend) + "\n")
@@ -85,7 +110,7 @@ def spend_facts(job: JobView, styles: Mapping[str, str]) -> Text:
         return text
     text.append_text(budget_bar(budget, styles))
     text.append(" ")
-    text.append(budget.text, style=styles.get(LEVEL_STATES.get(budget.level, ""), ""))
+    text.append(budget_words(job), style=styles.get(LEVEL_STATES.get(budget.level, ""), ""))
     if budget.level == "exhausted":
         text.append("\nnothing new starts until it is raised: press b", style="bold")
     return text

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from relay_engine.core.usage import UsageRecord
-from relay_engine.store.read_model import BudgetView, SpendView
+from relay_engine.store.read_model import BudgetView, JobView, SpendView
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LEVEL_STATES = {"ok": "SUCCEEDED", "warning": "PARKED", "exhausted": "FAILED"}
@@ -18,8 +18,17 @@ LEVEL_STATES = {"ok": "SUCCEEDED", "warning": "PARKED", "exhausted": "FAILED"}
 
 
 def money(cost: float, estimated: bool = False) -> str:
-    """``$1.23``; below a cent ``$0.004`` (a short run costs that); ``~`` marks estimates."""
-    text = f"${cost:,.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.3f}"
+    """``$1.23``; below ten cents three decimals where cents would round (``$0.007``,
+    ``$0.012``): a short run costs that, and rounding it to a cent would say ``$0.01 of
+    $0.01`` for $0.007 of $0.006; ``<$0.001`` for less; ``~`` marks estimates."""
+    if cost == 0:
+        text = "$0"
+    elif cost < 0.001:
+        text = "<$0.001"
+    elif cost < 0.1 and abs(round(cost, 2) - cost) >= 0.0005:
+        text = f"${cost:.3f}"
+    else:
+        text = f"${cost:,.2f}"
     return f"~{text}" if estimated else text
 
 
@@ -54,6 +63,25 @@ def spend_line(spend: SpendView) -> str:
     parts.append(f"{spend.executions} run" + ("s" if spend.executions != 1 else ""))
     text = " · ".join(parts)
     return text + (" (~ estimated from the price table)" if spend.estimated else "")
+
+
+def budget_words(job: JobView) -> str:
+    """Where the job's spend stands, from the numbers: the engine's own text rounds to the
+    cent (``$0.01 of $0.01`` for $0.007 of $0.006)."""
+    budget = job.budget
+    if budget.level == "none":
+        return ""
+    parts = []
+    if job.budget_usd is not None:
+        used = job.spend.cost_usd / job.budget_usd if job.budget_usd else 1.0
+        parts.append((used, f"{money(job.spend.cost_usd)} of {money(job.budget_usd)}"))
+    if job.budget_tokens is not None:
+        used = job.spend.tokens / job.budget_tokens if job.budget_tokens else 1.0
+        parts.append((used, f"{job.spend.tokens:,} of {job.budget_tokens:,} tokens"))
+    if not parts:
+        return budget.text
+    text = max(parts, key=lambda part: part[0])[1]
+    return f"budget exhausted: {text}" if budget.level == "exhausted" else text
 
 
 def budget_bar(budget: BudgetView, styles: Mapping[str, str], width: int = 20) -> Text:

@@ -16,6 +16,7 @@ GLYPHS = {
     "FAILED": "✘",
     "CANCELLED": "⊘",
     "BLOCKED": "⊗",
+    "HELD": "✎",
     "ACTIVE": "◆",
     "REVIEWING": "◎",
     "READY": "◉",
@@ -33,6 +34,7 @@ _THEME_KEYS = {
     "FAILED": "error",
     "BLOCKED": "error",
     "PARKED": "warning",
+    "HELD": "secondary",
     "limited": "warning",
     "ok": "success",
     "QUEUED": "primary",
@@ -81,6 +83,21 @@ def duration(seconds: float | None) -> str:
     if hours:
         return f"{hours}h{minutes:02d}m"
     return f"{minutes}:{secs:02d}"
+
+
+def short_duration(seconds: float | None) -> str:
+    """``40s``, ``12m``, ``2h05``, ``3d``: a countdown or an age in at most five cells."""
+    if seconds is None:
+        return "—"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours}h{minutes:02d}" if minutes else f"{hours}h"
+    return f"{seconds // 86400}d"
 
 
 def bar(done: int, total: int, width: int = 10) -> str:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from relay_engine.store.read_model import ExecutionView, TaskView
 from relay_tui.data.stream import StreamItem
-from relay_tui.render.styles import clock_time, styled
+from relay_tui.render.styles import clock_time, short_duration, styled
 
 ITEM_STYLES = {
     "message": ("", ""),
@@ -36,6 +36,15 @@ def item_line(item: StreamItem) -> Text:
     return text
 
 
+def held_line(task: TaskView, now: float | None) -> str:
+    """``held by ana@laptop since 08:48 (12m) — T hands it back``."""
+    since = ""
+    if task.held_at:
+        ago = f" ({short_duration(now - task.held_at)})" if now is not None else ""
+        since = f" since {clock_time(task.held_at)[:5]}{ago}"
+    return f"held by {task.held_by or 'an operator'}{since} — T hands it back"
+
+
 def failure_text(task: TaskView, executions: Sequence[ExecutionView]) -> Text:
     """The task's error and, when its last attempt failed, the folder to read: prompt.md,
     the output, and error.txt for a start that failed before the agent ran."""
@@ -50,12 +59,17 @@ def _failed(execution: ExecutionView) -> bool:
     return bool(execution.ended_at) and execution.outcome not in (None, "succeeded")
 
 
-def summary(task: TaskView, diffstat: str | None, styles: Mapping[str, str]) -> Text:
-    """State, tries, wave and role; the agent; what it waits for; when it ran; its diffstat."""
+def summary(
+    task: TaskView, diffstat: str | None, styles: Mapping[str, str], now: float | None = None
+) -> Text:
+    """State, tries, wave and role; who holds it; the agent; what it waits for; when it
+    ran; its diffstat."""
     state = task.shown_state
     text = Text()
     text.append_text(styled(state.lower(), state, styles))
     text.append(f" · try {task.attempt}/{task.max_attempts} · wave {task.wave} · role {task.role}")
+    if task.state == "HELD":
+        text.append(f"\n{held_line(task, now)}", style=styles.get("HELD", "bold"))
     if task.agent:
         text.append(f"\nagent {task.agent} on {task.provider or '?'}")
     if task.dependencies:

@@ -1,5 +1,5 @@
-"""What every screen shares: closing exactly once, dialogs built on that, and the footer's
-fit to the terminal's width.
+"""What every screen shares: closing exactly once, dialogs built on that, and the number
+keys that lead back to the main screen's panes.
 
 ``dismiss`` runs the result callback at once but pops the screen later, so a second key
 (enter enter, escape escape) reaches a screen that is already closing: it would send its
@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
+from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer
 
-COMPACT_FOOTER_WIDTH = 120
-PALETTE_HINT_WIDTH = 100
+
+def pane_keys() -> list[Binding]:
+    """1-6 and u on screens above the main one: back to the grid on that pane, or Usage."""
+    names = ("Jobs & tasks", "Running agents", "Providers", "Planner waves", "Events", "Needs you")
+    return [
+        Binding(str(n), f"app.show_pane({n - 1})", name, id=f"pane-{n}", show=False)
+        for n, name in enumerate(names, start=1)
+    ] + [Binding("u", "app.usage", "Usage", id="usage", show=False)]
+
+
 T = TypeVar("T")
-
-
-def fit_footer(footer: Footer, width: int) -> None:
-    """Narrow terminals: compact keys, and the palette hint gives way (ctrl+p still works)."""
-    footer.compact = width < COMPACT_FOOTER_WIDTH
-    footer.show_command_palette = width >= PALETTE_HINT_WIDTH
 
 
 class ClosesOnce:

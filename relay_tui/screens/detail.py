@@ -8,6 +8,7 @@ file changes, errors); ``v`` shows the raw lines instead.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, RichLog, Static, TabbedContent, TabPane
 
 from relay_engine.git.diffs import Diff, task_diff
 from relay_engine.store.db import Store
@@ -31,8 +32,9 @@ from relay_tui.data.stream import StreamItem
 from relay_tui.messages import DetailRead, OutputRead
 from relay_tui.render.styles import clock_time
 from relay_tui.render.task_facts import failure_text, item_line, summary
-from relay_tui.screens.base import ClosesOnce, fit_footer
-from relay_tui.widgets.events import EventLog, FollowLog
+from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.widgets.events import EventList, FollowLog
+from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120  # below this the facts and the tabs stack
 KEPT_LINES = 20_000
@@ -48,6 +50,8 @@ class DetailScreen(ClosesOnce, Screen[None]):
         Binding("escape,backspace", "back", "Back", id="detail-close"),
         Binding("c", "app.cancel_task", "Cancel", id="cancel"),
         Binding("r", "app.retry_task", "Retry", id="retry"),
+        Binding("T", "app.take_over", "Take over/back", id="takeover"),
+        Binding("S", "app.say", "Say", id="say"),
         Binding("a", "app.pin", "Pin agent", id="pin"),
         Binding("o", "show_tab('output')", "Output", id="detail-output"),
         Binding("d", "show_tab('diff')", "Diff", id="detail-diff"),
@@ -55,6 +59,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         Binding("v", "toggle_raw", "Raw/parsed", id="output-raw"),
         Binding("w", "toggle_wrap", "Wrap", id="output-wrap"),
         Binding("slash", "search", "Search", id="output-search", key_display="/"),
+        *pane_keys(),
     ]
 
     def __init__(self, store: Store, key: str, styles: Mapping[str, str]) -> None:
@@ -71,6 +76,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.raw_lines: deque[str] = deque(maxlen=KEPT_LINES)
         self.follower: OutputFollower | None = None
         self._execution: str | None = None
+        self._run_label = ""
         self._repo: tuple[str | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
@@ -89,9 +95,9 @@ class DetailScreen(ClosesOnce, Screen[None]):
                 with TabPane("Diff", id="diff-tab"):
                     yield RichLog(id="diff", wrap=False, markup=False, auto_scroll=False)
                 with TabPane("Events", id="events-tab"):
-                    yield EventLog(id="task-events")
+                    yield EventList(id="task-events")
         yield Input(id="output-query", placeholder="search the output: every word must match")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#executions", DataTable).add_columns(
@@ -102,15 +108,19 @@ class DetailScreen(ClosesOnce, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
-        fit_footer(self.query_one(Footer), event.size.width)
 
     def on_unmount(self) -> None:
         if self.follower is not None:
             self.follower.stop.set()
 
     def action_back(self) -> None:
+        """Escape: out of the search box; then clears an active search; then leaves."""
         if self.query_one("#output-query", Input).has_focus:
             self._close_search()
+        elif self.query_text:
+            self.query_one("#output-query", Input).value = ""
+            self.query_text = ""
+            self._rerender()
         else:
             self.close_once()
 
@@ -136,16 +146,17 @@ class DetailScreen(ClosesOnce, Screen[None]):
             return
         title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title))
         self.query_one("#detail-summary", Static).update(
-            summary(task, detail.diffstat, self.state_styles)
+            summary(
+                task, detail.diffstat, self.state_styles, getattr(self.app, "clock", time.time)()
+            )
         )
         self.query_one("#detail-input", Static).update(Text(detail.input or "—"))
         self.query_one("#detail-result", Static).update(Text(task.result_summary or "—"))
         self.query_one("#detail-error", Static).update(failure_text(task, detail.executions))
         self.query_one("#detail-worktree", Static).update(worktree_text(detail))
         self._show_executions(detail.executions)
-        log = self.query_one("#task-events", EventLog)
-        log.clear()
-        log.kept.clear()
+        log = self.query_one("#task-events", EventList)
+        log.clear_events()
         log.add_events(detail.events, self.state_styles)
         if detail.job is not None:
             self._repo = (detail.job.repo_path, task.job_id, task.task_id)
@@ -170,7 +181,8 @@ class DetailScreen(ClosesOnce, Screen[None]):
         current = next((e for e in executions if e.id == task.execution_id), None)
         chosen = current or (executions[0] if executions else None)
         if chosen is None or not chosen.artifact_dir:
-            self.query_one("#output", FollowLog).border_subtitle = "no execution yet"
+            self._run_label = "no execution yet"
+            self._show_search(0)
             self.tail_ready.set()
             return
         if self.follower is not None and chosen.id == self._execution:
@@ -182,9 +194,8 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.items.clear()
         self.raw_lines.clear()
         self.query_one("#output", FollowLog).clear()
-        self.query_one(
-            "#output", FollowLog
-        ).border_subtitle = f"execution {chosen.id[:8]} · {chosen.provider or '?'}"
+        self._run_label = f"execution {chosen.id[:8]} · {chosen.provider or '?'}"
+        self._show_search(0)
         execution_id = chosen.id
 
         def deliver(items: list[StreamItem], raw: list[str], restarted: bool) -> None:
@@ -227,7 +238,19 @@ class DetailScreen(ClosesOnce, Screen[None]):
         log = self.query_one("#output", FollowLog)
         log.clear()
         log.following = True
-        log.add(self._lines(self.items, self.raw_lines))
+        lines = list(self._lines(self.items, self.raw_lines))
+        log.add(lines)
+        self._show_search(len(lines))
+
+    def _show_search(self, matched: int) -> None:
+        """The output's title says a search is on (and how to leave it), or what runs."""
+        log = self.query_one("#output", FollowLog)
+        self.set_class(bool(self.query_text), "-searched")
+        if self.query_text:
+            noun = "line" if matched == 1 else "lines"
+            log.border_title = f"⧩ search: {self.query_text} · {matched} {noun} · esc clears"
+        else:
+            log.border_title = self._run_label
 
     def action_toggle_raw(self) -> None:
         self.raw = not self.raw

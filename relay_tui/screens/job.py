@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from relay_engine.git.diffs import Diff, job_diff
 from relay_engine.store.db import Store
@@ -24,6 +24,7 @@ from relay_tui.render.graph import render_graph
 from relay_tui.render.job_facts import (
     branch_text,
     engines_text,
+    held_text,
     plans_text,
     pull_text,
     review_text,
@@ -32,7 +33,8 @@ from relay_tui.render.job_facts import (
 )
 from relay_tui.render.job_graph import graph_nodes
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, fit_footer
+from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
 FACT_SECTIONS = (
@@ -40,6 +42,7 @@ FACT_SECTIONS = (
     ("Final review", "job-review"),
     ("Spend", "job-spend"),
     ("Waits on", "job-upstream"),
+    ("By hand", "job-held"),
     ("Engines", "job-engines"),
     ("Branch", "job-branch"),
     ("Plan rounds", "job-plans"),
@@ -55,6 +58,7 @@ class JobScreen(ClosesOnce, Screen[None]):
         Binding("m", "app.merge", "Merge", id="merge"),
         Binding("x", "app.close_pr", "Close PR", id="close-pr"),
         Binding("b", "app.raise_budget", "Raise budget", id="budget"),
+        *pane_keys(),
     ]
 
     def __init__(
@@ -77,7 +81,7 @@ class JobScreen(ClosesOnce, Screen[None]):
                 for section, widget_id in FACT_SECTIONS:
                     yield Static(section, classes="section")
                     yield Static(id=widget_id)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#job-graph-box").border_title = "Dependency graph (by wave)"
@@ -85,7 +89,6 @@ class JobScreen(ClosesOnce, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
-        fit_footer(self.query_one(Footer), event.size.width)
 
     def action_back(self) -> None:
         self.close_once()
@@ -128,9 +131,10 @@ class JobScreen(ClosesOnce, Screen[None]):
         styles = self.state_styles
         facts = {
             "job-pr": pull_text(job.pr, job, styles),
-            "job-review": review_text(detail.reviews),
+            "job-review": review_text(detail.reviews, job),
             "job-spend": spend_facts(job, styles),
             "job-upstream": upstream_text(job, detail.upstream, styles),
+            "job-held": held_text(detail.tasks, getattr(self.app, "clock", time.time)(), styles),
             "job-engines": engines_text(detail.engines, styles),
             "job-branch": branch_text(diff),
             "job-plans": plans_text(detail, styles),

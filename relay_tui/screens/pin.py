@@ -15,15 +15,25 @@ from relay_engine.store.read_model import AgentRow
 from relay_tui.data.snapshot import ProviderView
 from relay_tui.render.styles import clock_time
 from relay_tui.screens.base import Dialog
+from relay_tui.widgets.options import SafeOptionList
+
+CANNOT_WORK = frozenset({"auth", "cli-missing", "cli-rejected", "unreachable"})
+"""Agents listed but not offered: a pin to one would park the work."""
 
 
 def agent_label(agent: AgentRow, provider: ProviderView | None) -> str:
-    if provider is not None and provider.status == "limited":
-        state = f"limited until {clock_time(provider.reset_at)}"
+    """The agent, and whether it can work: its own state first (not logged in, CLI
+    missing), then its provider's limit."""
+    if agent.status != "ready":
+        state = agent.summary + (
+            f" — {agent.fix}" if agent.fix and agent.status in CANNOT_WORK else ""
+        )
+    elif provider is not None and provider.status == "limited":
+        state = f"{agent.provider} limited until {clock_time(provider.reset_at)}"
     else:
-        state = "ok"
+        state = f"{agent.provider} ok"
     running = f", {provider.running} running" if provider and provider.running else ""
-    return f"{agent.id}  ·  {agent.provider}: {state}{running}"
+    return f"{agent.id}  ·  {state}{running}"
 
 
 class PinScreen(Dialog[str]):
@@ -44,10 +54,14 @@ class PinScreen(Dialog[str]):
             if self.agents:
                 yield Label("Eligible agents (enter pins, escape cancels):")
                 options = [
-                    Option(agent_label(a, self.providers.get(a.provider)), id=a.id)
+                    Option(
+                        agent_label(a, self.providers.get(a.provider)),
+                        id=a.id,
+                        disabled=a.status in CANNOT_WORK,
+                    )
                     for a in self.agents
                 ]
-                yield OptionList(*options, id="agents")
+                yield SafeOptionList(*options, id="agents")
             else:
                 yield Label("No enabled agent has this task's role. Add one in relay.toml.")
                 yield Button("Close", id="close")

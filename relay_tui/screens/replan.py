@@ -75,7 +75,8 @@ def replan_consequences(job_id: str, superseded: Sequence[str], manual: bool) ->
         )
     if superseded:
         names = ", ".join(superseded[:12]) + (" …" if len(superseded) > 12 else "")
-        text.append(f"Supersedes {len(superseded)} unstarted task(s): ", style="bold")
+        count = len(superseded)
+        text.append(f"Supersedes {count} unstarted task{'s' if count != 1 else ''}: ", style="bold")
         text.append(f"{names} (cancelled now). Running and finished tasks are kept.\n")
     else:
         text.append("No unstarted task is superseded; running and finished tasks are kept.\n")

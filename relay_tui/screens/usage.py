@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.budgets import local_midnight
@@ -31,13 +31,15 @@ from relay_tui.messages import DetailRead
 from relay_tui.render.spend import (
     bar_chart,
     budget_bar,
+    budget_words,
     chart_caption,
     money,
     spend_series,
     tokens_text,
 )
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, fit_footer
+from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
 RELOAD_SECONDS = 5.0
@@ -92,11 +94,62 @@ def usage_cells(row: UsageRow) -> tuple[str, str, str, str, str]:
     return (row.key, cost, tokens, tokens_text(row.cached_tokens), str(row.executions))
 
 
+class UsageTable(DataTable[object]):
+    """A table of the Usage screen: the cursor runs on into the next table (and back), and
+    page and end keys move through the whole screen, so every table is reachable at 80x24
+    where they are stacked under one another."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", id="usage-down", show=False),
+        Binding("k", "cursor_up", "Up", id="usage-up", show=False),
+        Binding("pagedown", "page(1)", "Page down", id="usage-page-down", show=False),
+        Binding("pageup", "page(-1)", "Page up", id="usage-page-up", show=False),
+        Binding("end,G", "edge(1)", "Last table", id="usage-last", show=False),
+        Binding("home", "edge(-1)", "First table", id="usage-first", show=False),
+    ]
+
+    def action_cursor_down(self) -> None:
+        if self.row_count == 0 or self.cursor_row >= self.row_count - 1:
+            self.screen.focus_next()
+            return
+        super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.row_count == 0 or self.cursor_row <= 0:
+            self.screen.focus_previous()
+            return
+        super().action_cursor_up()
+
+    def action_page(self, direction: int) -> None:
+        screen = self.screen
+        if isinstance(screen, UsageScreen):
+            screen.page(direction)
+
+    def action_edge(self, direction: int) -> None:
+        tables = list(self.screen.query(UsageTable))
+        target = tables[-1] if direction > 0 else tables[0]
+        target.focus()
+        target.move_cursor(row=target.row_count - 1 if direction > 0 else 0)
+
+    def on_focus(self) -> None:
+        """The table, with its section title, comes into view."""
+        self.call_after_refresh(self._into_view)
+
+    def _into_view(self) -> None:
+        if not self.is_attached:
+            return
+        title = self.parent.children[self.parent.children.index(self) - 1] if self.parent else None
+        target = title if title is not None else self
+        target.scroll_visible(animate=False, top=True)
+        self.scroll_visible(animate=False)
+
+
 class UsageScreen(ClosesOnce, Screen[None]):
     BINDINGS = [
         Binding("escape,backspace", "back", "Back", id="usage-close"),
         Binding("t", "toggle_unit", "Hour/day", id="usage-unit"),
         Binding("b", "app.raise_budget", "Raise budget", id="budget"),
+        *pane_keys(),
     ]
 
     def __init__(self, store: Store, config: RelayConfig, styles: Mapping[str, str]) -> None:
@@ -114,19 +167,19 @@ class UsageScreen(ClosesOnce, Screen[None]):
         with Horizontal(id="usage-body"):
             with VerticalScroll(id="usage-tables"):
                 yield Static("Budgets", classes="section")
-                yield DataTable(id="usage-budgets", cursor_type="row")
+                yield UsageTable(id="usage-budgets", cursor_type="row")
                 yield from self._table("job", "By job")
             with VerticalScroll(id="usage-side"):
                 yield Static(id="usage-chart-title", classes="section")
                 yield Static(id="usage-chart")
                 yield from self._table("agent", "By agent")
                 yield from self._table("provider", "By provider")
-        yield Footer()
+        yield KeyBar()
 
     @staticmethod
     def _table(key: str, title: str) -> ComposeResult:
         yield Static(title, classes="section")
-        yield DataTable(id=f"usage-{key}", cursor_type="row")
+        yield UsageTable(id=f"usage-{key}", cursor_type="row")
 
     @on(DescendantFocus)
     def _focus_moved(self, event: DescendantFocus) -> None:
@@ -135,6 +188,8 @@ class UsageScreen(ClosesOnce, Screen[None]):
             table.show_cursor = table is event.widget
 
     def on_mount(self) -> None:
+        for column in self.query("#usage-tables, #usage-side"):
+            column.can_focus = False  # the tables take the focus; their columns scroll
         for key, _title in TABLES:
             table = self.query_one(f"#usage-{key}", DataTable)
             table.add_columns(key.capitalize(), "Cost", "Tokens in/out", "Cached", "Runs")
@@ -146,10 +201,22 @@ class UsageScreen(ClosesOnce, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
-        fit_footer(self.query_one(Footer), event.size.width)
 
     def action_back(self) -> None:
         self.close_once()
+
+    def page(self, direction: int) -> None:
+        """Page the part of the screen that scrolls: the whole body when the tables are
+        stacked, else the column the focused table is in."""
+        focused = self.focused
+        body = self.query_one("#usage-body")
+        holder = body if self.has_class("-narrow") else (focused.parent if focused else body)
+        if holder is None:
+            return
+        if direction > 0:
+            holder.scroll_page_down(animate=False)
+        else:
+            holder.scroll_page_up(animate=False)
 
     def action_toggle_unit(self) -> None:
         self.unit = "day" if self.unit == "hour" else "hour"
@@ -224,7 +291,7 @@ class UsageScreen(ClosesOnce, Screen[None]):
             label = styled(
                 f"job {job.id}", "FAILED" if job.budget_exhausted else "", self.state_styles
             )
-            text = job.budget.text.replace("budget exhausted: ", "spent: ")
+            text = budget_words(job).replace("budget exhausted: ", "spent: ")
             table.add_row(
                 label,
                 budget_bar(job.budget, self.state_styles, BAR),

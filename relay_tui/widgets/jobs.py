@@ -13,12 +13,16 @@ from functools import partial
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.coordinate import Coordinate
 
 from relay_engine.core.states import DONE_JOB_STATES, JobState, PullState, TaskState
 from relay_engine.store.read_model import NO_SPEND, JobView, SpendView, TaskView
 from relay_tui.data.snapshot import Snapshot, WaveView
-from relay_tui.render.spend import spend_line, spend_text
+from relay_tui.render.limits import limit_words
+from relay_tui.render.spend import budget_words, money, spend_line, spend_text
 from relay_tui.render.styles import clip, clock_time, glyph, styled
+from relay_tui.render.task_facts import held_line
+from relay_tui.render.words import english
 from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
 
 BUSY_CHANGES = 20
@@ -29,17 +33,45 @@ CONFLICTING = "CONFLICTING"
 STATE_ORDER = {
     state: rank
     for rank, state in enumerate(
-        ("FAILED", "RUNNING", "PARKED", "QUEUED", "BLOCKED", "DRAFT", "SUCCEEDED", "CANCELLED")
+        ("FAILED", "RUNNING", "HELD", "PARKED", "QUEUED", "BLOCKED", "DRAFT", "SUCCEEDED",
+         "CANCELLED")
     )
+}  # fmt: skip
+FOLDED_JOB_STATES = frozenset({JobState.MERGED, JobState.SUCCEEDED, JobState.CLOSED,
+                               JobState.CANCELLED})  # fmt: skip
+"""Finished jobs shown as one line while ``f`` folds them (a failed job stays open)."""
+VIEWS = {
+    "running": "running tasks",
+    "blocked": "blocked, parked and held tasks",
+    "failed": "failed tasks",
+    "waiting": "tasks waiting on you",
 }
+"""Saved views: ``:running`` in the filter (or the palette, or ``v``) shows only those."""
 
 
-def matches(task: TaskView, query: str) -> bool:
-    """Every word must match: a state name (or ``state:x``) or a substring of key/title/agent."""
+def in_view(task: TaskView, view: str, waiting: frozenset[str]) -> bool:
+    state = task.shown_state
+    if view == "running":
+        return state == TaskState.RUNNING
+    if view == "blocked":
+        return state in ("BLOCKED", TaskState.PARKED, TaskState.HELD)
+    if view == "failed":
+        return state == TaskState.FAILED
+    if view == "waiting":
+        return task.key in waiting
+    return False
+
+
+def matches(task: TaskView, query: str, waiting: frozenset[str] = frozenset()) -> bool:
+    """Every word must match: a view (``:failed``), a state name (or ``state:x``) or a
+    substring of key/title/agent."""
     haystack = " ".join((task.key, task.title, task.agent or "", task.provider or "")).lower()
     for word in query.lower().split():
         name = word.removeprefix("state:")
-        if name.upper() in STATE_NAMES:
+        if word.startswith(":"):
+            if not in_view(task, word[1:], waiting):
+                return False
+        elif name.upper() in STATE_NAMES:
             if task.shown_state != name.upper():
                 return False
         elif word not in haystack:
@@ -67,16 +99,27 @@ class JobsTable(SortableTable):
         ("info", "Note", 7),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "info": 1}
+    OPTIONAL: ClassVar[Mapping[str, int]] = {"try": 70, "agent": 62}
     SORTS = ("wave", "state", "agent", "recent")
+    SEPARATOR = "wave:"
+    """Wave rows head their tasks; the cursor passes over them (no key acts on a wave)."""
     last_query = ""
     last_sort = "wave"
+    last_fold = True
     summarised = 0.0
+    fold_done = True
 
-    def task_row(self, task: TaskView, styles: Mapping[str, str], spend: SpendView) -> Row:
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.now = 0.0
+
+    def task_row(self, task: TaskView, snapshot: Snapshot, styles: Mapping[str, str]) -> Row:
         state = task.shown_state
         label = task.task_id if task.title == task.task_id else f"{task.task_id} · {task.title}"
         branch = "│   ↳ " if task.parent_key else "│ "
         cell = Text.assemble((branch, "dim"), glyph(state, styles), label, end="")
+        asks = snapshot.asks_of(task.key)
+        note = task_note(task, snapshot, self.now)
         return (
             task.key,
             (
@@ -84,27 +127,27 @@ class JobsTable(SortableTable):
                 styled(state.lower(), state, styles),
                 task.agent or "",
                 f"{task.attempt}/{task.max_attempts}",
-                spend_text(spend),
-                task_note(task),
+                dollars(snapshot.task_spend.get(task.key, NO_SPEND)),
+                Text(note, style=styles.get("PARKED", ""), end="") if asks else note,
             ),
         )
 
-    @staticmethod
     def job_row(
-        job: JobView,
-        progress: tuple[int, int],
-        styles: Mapping[str, str],
-        job_states: Mapping[str, str],
+        self, job: JobView, snapshot: Snapshot, styles: Mapping[str, str], folded: bool = False
     ) -> Row:
         title = job.id if job.title == job.id else f"{job.id} · {job.title}"
         state = job.shown_state
         cell = glyph(state, styles)
         alarm = styles.get("FAILED", "") if job.budget_exhausted else ""
-        cell.append(title, style=f"bold {alarm}".strip())
-        cost = Text(spend_text(job.spend), end="")
+        cell.append(title, style=("" if folded else "bold ") + alarm)
+        cost = Text(dollars(job.spend), end="")
         if job.budget.level in ("warning", "exhausted"):
             cost.stylize(styles.get("FAILED" if job.budget_exhausted else "PARKED", ""))
-        note = clip(job_note(job, progress, job_states), NOTE_CHARS)
+        progress = snapshot.job_progress.get(job.id, (0, 0))
+        states = {j.id: j.state for j in snapshot.jobs}
+        note = clip(job_note(job, progress, states), NOTE_CHARS)
+        if folded:
+            note = f"{note} · f shows its tasks" if note else "f shows its tasks"
         return (
             f"job:{job.id}",
             (
@@ -113,7 +156,7 @@ class JobsTable(SortableTable):
                 job.mode,
                 "",
                 cost,
-                Text(note, style=alarm, end="") if alarm else note,
+                Text(note, style=alarm or ("dim" if folded else ""), end=""),
             ),
         )
 
@@ -127,71 +170,93 @@ class JobsTable(SortableTable):
             note = ""
         return (
             f"wave:{wave.job_id}:{wave.wave}",
-            (Text(f"├ wave {wave.wave}", style="italic", end=""), "", "", "", "", note),
+            (Text(f"├ wave {wave.wave}", style="italic dim", end=""), "", "", "", "", note),
         )
+
+    def folded(self, job: JobView, query: str) -> bool:
+        """A finished job is one line while ``f`` folds them, unless the cursor is on one
+        of its tasks: work never vanishes from under the cursor."""
+        if not self.fold_done or query or job.state not in FOLDED_JOB_STATES:
+            return False
+        cursor = self.cursor_key or ""
+        return not cursor.startswith(f"{job.id}/")
 
     def build_rows(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> list[Row]:
         by_job: dict[str, list[TaskView]] = {}
         for task in snapshot.tasks.values():
             by_job.setdefault(task.job_id, []).append(task)
-        waves = {(w.job_id, w.wave): w for w in snapshot.waves}
-        grouped = self.sort == "wave"
-        states = {job.id: job.state for job in snapshot.jobs}
-        spend = snapshot.task_spend
+        waiting = frozenset(a.task_key for a in snapshot.asks if a.task_key)
         rows: list[Row] = []
         for job in snapshot.jobs:
             tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.sort))
-            shown = [t for t in tasks if matches(t, query)] if query else tasks
+            shown = [t for t in tasks if matches(t, query, waiting)] if query else tasks
             if query and not shown:
                 continue
-            rows.append(
-                self.job_row(job, snapshot.job_progress.get(job.id, (0, 0)), styles, states)
-            )
-            current = None
-            for task in children_after_parents(shown):
-                if grouped and task.wave != current and not task.parent_key:
-                    current = task.wave
-                    wave = waves.get((job.id, task.wave))
-                    if wave is not None:
-                        rows.append(self.wave_row(wave))
-                rows.append(self.task_row(task, styles, spend.get(task.key, NO_SPEND)))
+            folded = self.folded(job, query)
+            rows.append(self.job_row(job, snapshot, styles, folded))
+            if not folded:
+                rows += self._task_rows(job, shown, snapshot, styles)
         return rows
 
-    def apply(self, snapshot: Snapshot, query: str, styles: Mapping[str, str]) -> None:
+    def _task_rows(
+        self,
+        job: JobView,
+        shown: Sequence[TaskView],
+        snapshot: Snapshot,
+        styles: Mapping[str, str],
+    ) -> list[Row]:
+        waves = {(w.job_id, w.wave): w for w in snapshot.waves if w.job_id == job.id}
+        grouped = self.sort == "wave"
+        rows: list[Row] = []
+        current = None
+        for task in children_after_parents(shown):
+            if grouped and task.wave != current and not task.parent_key:
+                current = task.wave
+                wave = waves.get((job.id, task.wave))
+                if wave is not None:
+                    rows.append(self.wave_row(wave))
+            rows.append(self.task_row(task, snapshot, styles))
+        return rows
+
+    def apply(
+        self, snapshot: Snapshot, query: str, styles: Mapping[str, str], now: float = 0.0
+    ) -> None:
         """Patch the changed tasks in place; rebuild only when rows appear, vanish or move."""
+        self.now = now
         full = (
             query
             or query != self.last_query
             or self.sort != self.last_sort
+            or self.fold_done != self.last_fold
             or (self.sort != "wave" and snapshot.changed_tasks)
             or snapshot.structure_changed
             or not self._order
         )
-        self.last_query, self.last_sort = query, self.sort
+        self.last_query, self.last_sort, self.last_fold = query, self.sort, self.fold_done
         if full:
             self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
             return
-        spend = snapshot.task_spend
         self.patch_lazily(
-            (key, partial(self.task_values, snapshot.tasks[key], styles, spend.get(key, NO_SPEND)))
-            for key in snapshot.changed_tasks
+            (key, partial(self.task_values, snapshot.tasks[key], snapshot, styles))
+            for key in snapshot.changed_tasks | frozenset(a.task_key or "" for a in snapshot.asks)
             if key in snapshot.tasks
         )
-        now = time.monotonic()
-        if len(snapshot.changed_tasks) > BUSY_CHANGES and now - self.summarised < SUMMARY_SECONDS:
+        moment = time.monotonic()
+        if (
+            len(snapshot.changed_tasks) > BUSY_CHANGES
+            and moment - self.summarised < SUMMARY_SECONDS
+        ):
             return  # under load, job and wave rows (always in view: a repaint) move once a second
-        self.summarised = now
-        progress = snapshot.job_progress
-        states = {job.id: job.state for job in snapshot.jobs}
+        self.summarised = moment
         self.patch(
-            self.job_row(job, progress.get(job.id, (0, 0)), styles, states) for job in snapshot.jobs
+            self.job_row(job, snapshot, styles, self.folded(job, query)) for job in snapshot.jobs
         )
         self.patch(self.wave_row(wave) for wave in snapshot.waves)
 
     def task_values(
-        self, task: TaskView, styles: Mapping[str, str], spend: SpendView
+        self, task: TaskView, snapshot: Snapshot, styles: Mapping[str, str]
     ) -> Sequence[Any]:
-        return self.task_row(task, styles, spend)[1]
+        return self.task_row(task, snapshot, styles)[1]
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         """The whole note of the cursor row: what the Note column had to cut."""
@@ -205,10 +270,32 @@ class JobsTable(SortableTable):
         task = snapshot.tasks.get(key)
         if task is None:
             return ""
-        note = full_note(task)
+        note = full_note(task, snapshot, self.now)
         spent = snapshot.task_spend.get(key)
         cost = f" · spent {spend_line(spent)}" if spent and spend_text(spent) else ""
         return (f"{task.key}: {note}" if note else f"{task.key}: {task.title}") + cost
+
+    # -- the cursor passes over wave rows ---------------------------------------------------
+    def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
+        super().watch_cursor_coordinate(old, new)
+        key = self._order[new.row] if 0 <= new.row < len(self._order) else ""
+        if not key.startswith(self.SEPARATOR):
+            return
+        step = -1 if new.row < old.row else 1
+        for target in (new.row + step, new.row - step):
+            if 0 <= target < len(self._order) and not self._order[target].startswith(
+                self.SEPARATOR
+            ):
+                self.cursor_coordinate = Coordinate(target, new.column)
+                return
+
+
+def dollars(spend: SpendView) -> str:
+    """Spend in one unit: dollars (``~`` estimated), ``?`` when only tokens are known (the
+    preview gives them); tokens and dollars side by side read as one number."""
+    if spend.cost_usd:
+        return money(spend.cost_usd, spend.estimated)
+    return "$?" if spend.tokens else ""
 
 
 def children_after_parents(tasks: Sequence[TaskView]) -> list[TaskView]:
@@ -232,7 +319,7 @@ def job_note(job: JobView, progress: tuple[int, int], job_states: Mapping[str, s
     done, total = progress
     gated = " · gated" if job.wave_gate == "operator" else ""
     if job.budget_exhausted:
-        return f"{job.budget.text} — b raises it"
+        return f"{budget_words(job)} — b raises it"
     if job.state == JobState.DRAFT:
         if job.blocked_by:
             return f"blocked: {job.blocked_by}"
@@ -260,7 +347,7 @@ def pr_note(job: JobView) -> str:
     if pr.error:
         parts.append(f"error: {pr.error}")
     elif pr.note:
-        parts.append(pr.note)
+        parts.append(english(pr.note))
     return " · ".join(parts)
 
 
@@ -273,24 +360,28 @@ def job_preview(job: JobView, snapshot: Snapshot) -> str:
     if job.spend.executions:
         parts.append(f"spent {spend_line(job.spend)}")
     if job.budget.level not in ("none", "exhausted"):
-        parts.append(f"budget {job.budget.text}")
+        parts.append(f"budget {budget_words(job)}")
     return " — ".join(p for p in parts if p)
 
 
-def task_note(task: TaskView) -> str:
-    return clip(full_note(task), NOTE_CHARS)
+def task_note(task: TaskView, snapshot: Snapshot, now: float) -> str:
+    return clip(full_note(task, snapshot, now), NOTE_CHARS)
 
 
-def full_note(task: TaskView) -> str:
+def full_note(task: TaskView, snapshot: Snapshot, now: float) -> str:
+    """What the task waits on, or how it ended; an ask and a hold come first."""
+    asks = snapshot.asks_of(task.key)
+    if asks:
+        more = f" (+{len(asks) - 1} more)" if len(asks) > 1 else ""
+        return f"{asks[0].waiting}{more} — 6 answers"
+    if task.state == TaskState.HELD:
+        return held_line(task, now)
     if task.state == TaskState.DRAFT and task.blocked_by:
         return f"blocked by {task.blocked_by}"
     if task.state == TaskState.PARKED:
-        until = f" until {clock_time(task.not_before)}" if task.not_before else ""
-        if task.error:  # budgets and agent waits say why in the error
-            return task.error + until
-        return f"waiting on {task.waiting_on_provider or 'provider'}{until}"
+        return parked_words(task, snapshot, now)
     if task.state in (TaskState.FAILED, TaskState.CANCELLED):
-        return task.error or task.state.lower()
+        return limit_words(task.error, now) or task.state.lower()
     if task.state == TaskState.RUNNING:
         return f"on {task.provider or '?'}"
     if task.state == TaskState.SUCCEEDED:
@@ -298,3 +389,13 @@ def full_note(task: TaskView) -> str:
     if task.state == TaskState.DRAFT and (task.dependencies or task.external_deps):
         return "after " + ", ".join((*task.dependencies, *task.external_deps))
     return ""
+
+
+def parked_words(task: TaskView, snapshot: Snapshot, now: float) -> str:
+    until = f" until {clock_time(task.not_before)}" if task.not_before else ""
+    job = snapshot.job(task.job_id)
+    if task.waiting_on_provider == "budget" and job is not None and job.budget_exhausted:
+        return f"{budget_words(job)} — b raises it"
+    if task.error:  # budgets and agent waits say why in the error
+        return limit_words(task.error, now) + until
+    return f"waiting on {task.waiting_on_provider or 'provider'}{until}"

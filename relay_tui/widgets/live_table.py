@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import Resize, Show
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
@@ -68,6 +69,9 @@ class LiveTable(DataTable[Any]):
     FLEX: Mapping[str, int] = {}
     """Column key -> weight: these columns' widths are minimums, and they share whatever
     width the pane has left in proportion to their weights (the last column if empty)."""
+    OPTIONAL: Mapping[str, int] = {}
+    """Column key -> the table width from which it is shown: narrow panes give the room of
+    the columns that matter less to the ones that matter more."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("cursor_type", "row")
@@ -81,6 +85,7 @@ class LiveTable(DataTable[Any]):
         self.rebuilds = 0
         self._dirty_rows: set[RowKey] = set()
         self._in_place = self._can_update_in_place()
+        self._columns_shown: tuple[str, ...] = ()
 
     # -- in-place cell updates ----------------------------------------------------------
     def _can_update_in_place(self) -> bool:
@@ -154,17 +159,55 @@ class LiveTable(DataTable[Any]):
         return super().render_line(y)
 
     def on_mount(self) -> None:
+        self._columns_shown = self.shown_columns()
         for key, label, width in self.COLUMNS:
-            self.add_column(label, key=key, width=width)
+            if key in self._columns_shown:
+                self.add_column(label, key=key, width=width)
 
     # -- geometry ---------------------------------------------------------------------
     def on_resize(self, _event: Resize) -> None:
+        """Fit now, and again once the layout settled: leaving a maximized view resizes the
+        table while its content region can still report the maximized width (the columns
+        stayed maximized until the next resize)."""
+        self.fit_columns()
+        self.call_after_refresh(self.fit_columns)
+
+    def on_show(self, _event: Show) -> None:
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        """The columns this width shows, their widths, and the rows now in view."""
+        if self.is_mounted and self.shown_columns() != self._columns_shown:
+            self._reset_columns()
         self.fit_flexible_column()
         self.flush_visible()
 
-    def on_show(self, _event: Show) -> None:
-        self.fit_flexible_column()
-        self.flush_visible()
+    def shown_columns(self) -> tuple[str, ...]:
+        width = self.scrollable_content_region.width if self.is_mounted else 0
+        return tuple(
+            key
+            for key, _label, _width in self.COLUMNS
+            if key not in self.OPTIONAL or (width and width >= self.OPTIONAL[key])
+        )
+
+    def _reset_columns(self) -> None:
+        """Add the columns a new width shows (or drop those it hides) and rows again."""
+        selected = self.cursor_key
+        self._columns_shown = self.shown_columns()
+        self.clear(columns=True)
+        for key, label, width in self.COLUMNS:
+            if key in self._columns_shown:
+                self.add_column(label, key=key, width=width)
+        for key in self._order:
+            self._pending.pop(key, None)
+            self.add_row(*self._visible_values(self._cells[key]), key=key)
+            self._shown[key] = self._cells[key]
+        self._stale.clear()
+        self.select_key(selected)
+
+    def _visible_values(self, values: Sequence[Any]) -> list[Any]:
+        shown = self._columns_shown
+        return [v for (key, _l, _w), v in zip(self.COLUMNS, values, strict=True) if key in shown]
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -175,14 +218,14 @@ class LiveTable(DataTable[Any]):
         """Share the width the fixed columns (and cell padding) leave among the flexible ones."""
         if not self.COLUMNS or not self.is_mounted:
             return
-        flex = dict(self.FLEX) or {self.COLUMNS[-1][0]: 1}
-        used = sum(width for _k, _l, width in self.COLUMNS) + 2 * self.cell_padding * len(
-            self.COLUMNS
-        )
+        columns = [c for c in self.COLUMNS if c[0] in self._columns_shown]
+        flex = {k: w for k, w in self.FLEX.items() if k in self._columns_shown}
+        flex = flex or {columns[-1][0]: 1}
+        used = sum(width for _k, _l, width in columns) + 2 * self.cell_padding * len(columns)
         spare = max(0, self.scrollable_content_region.width - used)
         total = sum(flex.values())
         given = 0
-        flexible = [(key, width) for key, _label, width in self.COLUMNS if key in flex]
+        flexible = [(key, width) for key, _label, width in columns if key in flex]
         for index, (key, minimum) in enumerate(flexible):
             share = spare - given if index == len(flexible) - 1 else spare * flex[key] // total
             given += share
@@ -271,6 +314,8 @@ class LiveTable(DataTable[Any]):
         shown, new = self._shown.get(row_key, ()), self._cells[row_key]
         written = 0
         for index, (column, _label, _width) in enumerate(self.COLUMNS):
+            if column not in self._columns_shown:
+                continue
             if index < len(shown) and same(shown[index], new[index]):
                 continue
             try:
@@ -300,19 +345,29 @@ class LiveTable(DataTable[Any]):
             self.select_key(selected)  # rows vanished above it: the cursor stays on its row
 
     def rebuild(self, rows: Sequence[Row]) -> None:
-        """Replace every row, keeping the cursor on the same row key where it still exists."""
+        """Replace every row, keeping the cursor on the same row key where it still exists,
+        at the same line of the pane: rows appearing above it must not scroll the view."""
         selected = self.cursor_key
+        offset = self.cursor_row - round(self.scroll_y)
         self.rebuilds += 1
         self.clear()
         self._cells, self._shown, self._stale, self._order = {}, {}, set(), []
         self._pending = {}
         for key, values in rows:
             self._add(key, values)
-        self.select_key(selected)
+        if selected not in self._cells:
+            return
+        index = self._order.index(selected)
+        # Rows here are one line each: the height is known before DataTable measures them
+        # on idle, so the view can be put back now instead of a frame later.
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(self.virtual_size.width, len(self._order) + header)
+        self.scroll_to(y=max(0, index - offset), animate=False, immediate=True)
+        self.move_cursor(row=index, animate=False, scroll=False)
 
     def _add(self, key: str, values: Sequence[Any]) -> None:
         row = tuple(cell(value) for value in values)
-        self.add_row(*row, key=key)
+        self.add_row(*self._visible_values(row), key=key)
         self._cells[key] = self._shown[key] = row
         self._order.append(key)
 

@@ -8,8 +8,10 @@ from typing import ClassVar
 
 from rich.text import Text
 
-from relay_engine.store.read_model import PlanView
+from relay_engine.core.states import PlanState
+from relay_engine.store.read_model import JobView, PlanView
 from relay_tui.data.snapshot import Snapshot, WaveView
+from relay_tui.render.spend import budget_words
 from relay_tui.render.styles import bar, clip, styled
 from relay_tui.widgets.live_table import NOTE_CHARS, LiveTable, Row
 
@@ -28,7 +30,7 @@ class PlannerTable(LiveTable):
         for job in snapshot.jobs:
             rows.append((f"job:{job.id}", (Text(job.id, style="bold", end=""), "", "", "")))
             for plan in (p for p in snapshot.plans if p.job_id == job.id):
-                rows.append(plan_row(plan, styles))
+                rows.append(plan_row(plan, styles, plan_wait(plan, job, snapshot)))
             for wave in (w for w in snapshot.waves if w.job_id == job.id):
                 rows.append(wave_progress_row(wave, styles))
         return rows
@@ -44,18 +46,40 @@ class PlannerTable(LiveTable):
             return ""
         parts = [f"{plan.job_id} round {plan.round} ({plan.trigger})"]
         parts += [f"guidance “{plan.guidance}”"] if plan.guidance else []
-        parts += [plan.error or plan.rejection or plan.assessment or ""]
+        job = snapshot.job(plan.job_id)
+        wait = plan_wait(plan, job, snapshot) if job else None
+        parts += [wait or plan.error or plan.rejection or plan.assessment or ""]
         return ": ".join(p for p in parts if p)
 
 
-def plan_row(plan: PlanView, styles: Mapping[str, str]) -> Row:
+def plan_wait(plan: PlanView, job: JobView, snapshot: Snapshot) -> str | None:
+    """Why a round that should be planning is not running: its job's budget, or no planner
+    agent able to work, or no engine to run it."""
+    if plan.status != PlanState.PLANNING or any(r.plan_id == plan.id for r in snapshot.runs):
+        return None
+    if job.budget_exhausted:
+        return f"held: {budget_words(job)} — b raises it"
+    planners = [a for a in snapshot.agent_rows if "planner" in a.roles and a.enabled]
+    if snapshot.agent_rows and planners and all(a.status != "ready" for a in planners):
+        names = ", ".join(f"{a.id} {a.summary}" for a in planners[:2])
+        return f"held: no planner can work ({names})"
+    if snapshot.fleet.engines_alive == 0:
+        return "waiting for an engine to run it"
+    return "waiting to start"
+
+
+def plan_row(plan: PlanView, styles: Mapping[str, str], wait: str | None = None) -> Row:
     note = plan.trigger + (f" · “{plan.guidance}”" if plan.guidance else "")
     objective = plan.objective_status or ""
+    status = styled(plan.status.lower(), plan.status, styles)
+    if wait is not None:
+        note = f"{wait} · {note}"
+        status = styled("held" if wait.startswith("held") else "waiting", "PARKED", styles)
     return (
         f"plan:{plan.id}",
         (
             f"├ round {plan.round}",
-            styled(plan.status.lower(), plan.status, styles),
+            status,
             objective.replace("_", " "),
             clip(note, NOTE_CHARS),
         ),

@@ -11,6 +11,7 @@ from rich.text import Text
 from relay_engine.core.states import TaskState
 from relay_engine.store.read_model import AgentRow
 from relay_tui.data.snapshot import Snapshot
+from relay_tui.render.limits import limit_words, reset_words
 from relay_tui.render.styles import clock_time, duration, styled
 from relay_tui.widgets.live_table import LiveTable, Row
 
@@ -40,6 +41,7 @@ class ProvidersTable(LiveTable):
         ("running", "Run", 3),
     )
     FLEX: ClassVar[Mapping[str, int]] = {"provider": 1, "status": 3}
+    OPTIONAL: ClassVar[Mapping[str, int]] = {"reset": 64, "parked": 54}
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
@@ -68,18 +70,25 @@ class ProvidersTable(LiveTable):
             rows += [agent_row(a, snapshot, now, styles) for a in rest]
         return rows
 
+    now = 0.0
+
     def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
+        self.now = now
         self.sync(self.build_rows(snapshot, now, styles), keep_order=True)
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        now = self.now
         if key is not None and key.startswith(AGENT_ROW):
             agent = snapshot.agent_row(key.removeprefix(AGENT_ROW))
-            return agent_preview(agent) if agent else ""
+            return agent_preview(agent, now) if agent else ""
         provider = snapshot.provider(key)
         if provider is None:
             return ""
         if provider.status == "limited":
-            return f"{provider.provider}: {provider.source_text or 'limited'}"
+            reset = f" — {reset_words(provider.reset_at, now)}" if provider.reset_at else ""
+            return (
+                f"{provider.provider}: {limit_words(provider.source_text, now) or 'limited'}{reset}"
+            )
         return f"{provider.provider}: ok"
 
 
@@ -109,10 +118,10 @@ def agent_row(agent: AgentRow, snapshot: Snapshot, now: float, styles: Mapping[s
     )
 
 
-def agent_preview(agent: AgentRow) -> str:
+def agent_preview(agent: AgentRow, now: float | None = None) -> str:
     """The fix first: it is what the operator came to this row for."""
     if agent.status == "ready":
         return f"{agent.id} ({agent.provider}): ready"
     fix = f"fix: {agent.fix}" if agent.fix else "no fix needed"
-    reason = f" — {agent.reason}" if agent.reason else ""
+    reason = f" — {limit_words(agent.reason, now)}" if agent.reason else ""
     return f"{agent.id}: {fix}{reason}"

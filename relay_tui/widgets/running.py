@@ -1,16 +1,31 @@
-"""The Running agents table: one row per live execution (planner rounds too), with its
-elapsed time, its task's spend and its last output line."""
+"""The Running agents table: one row per live execution (planner rounds too): what the agent
+is doing now, its tokens and cost so far, how long it has been silent, and its elapsed time
+against its timeout.
+
+A run whose engine is gone is not shown as alive: its clock stops at the engine's last
+heartbeat and the row says the engine is gone (its lease runs out, then another engine
+recovers the task).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from relay_engine.store.read_model import NO_SPEND, ExecutionView, SpendView
+from rich.text import Text
+
+from relay_engine.store.read_model import ExecutionView
+from relay_tui.data.progress import RunProgress
 from relay_tui.data.snapshot import Snapshot
-from relay_tui.render.spend import money, spend_text, tokens_text
-from relay_tui.render.styles import clip, duration
+from relay_tui.render.limits import limit_words
+from relay_tui.render.spend import money, tokens_text
+from relay_tui.render.styles import clip, duration, short_duration
 from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
+
+IDLE_WARN_S = 120.0
+"""Silent this long, an agent's idle time is shown as a warning."""
+NO_PROGRESS = RunProgress()
 
 
 def run_sort_key(sort: str) -> Any:
@@ -23,70 +38,95 @@ def run_sort_key(sort: str) -> Any:
 
 class RunningTable(SortableTable):
     COLUMNS = (
-        ("task", "Task", 12),
+        ("task", "Task", 10),
         ("agent", "Agent", 8),
-        ("elapsed", "Elapsed", 7),
-        ("try", "Try", 3),
-        ("cost", "Spent", 7),
-        ("output", "Last output", 8),
+        ("step", "Doing now", 10),
+        ("tokens", "Tok", 5),
+        ("cost", "Cost", 7),
+        ("idle", "Idle", 4),
+        ("elapsed", "Elapsed", 10),
     )
-    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "agent": 1, "output": 3}
+    FLEX: ClassVar[Mapping[str, int]] = {"task": 1, "step": 4}
+    OPTIONAL: ClassVar[Mapping[str, int]] = {"agent": 96, "tokens": 74, "idle": 64, "cost": 56}
     SORTS = ("started", "task", "agent")
 
-    def build_rows(self, snapshot: Snapshot, now: float) -> list[Row]:
+    def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
         for run in sorted(snapshot.runs, key=run_sort_key(self.sort)):
-            task = snapshot.tasks.get(run.task_key or "")
-            tries = f"{run.attempt}/{task.max_attempts}" if task else str(run.attempt)
-            elapsed = duration(now - run.started_at) if run.started_at else "starting"
-            rows.append(
-                (
-                    run.id,
-                    (
-                        run_label(run),
-                        run.agent or "",
-                        elapsed,
-                        tries,
-                        run_cost(run, snapshot),
-                        clip(run.last_output, NOTE_CHARS),
-                    ),
-                )
-            )
+            progress = snapshot.progress.get(run.id, NO_PROGRESS)
+            asks = [a for a in snapshot.asks if a.execution_id == run.id]
+            if asks:  # what it does now is wait: say on what
+                progress = replace(progress, step=f"⚑ {asks[0].waiting}")
+            rows.append((run.id, run_cells(run, progress, now, styles)))
         return rows
 
-    def apply(self, snapshot: Snapshot, now: float) -> None:
-        self.sync(self.build_rows(snapshot, now), keep_order=self.sort != "started")
+    def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
+        self.sync(self.build_rows(snapshot, now, styles), keep_order=self.sort != "started")
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         run = snapshot.run(key)
         if run is None:
             return ""
+        progress = snapshot.progress.get(run.id, NO_PROGRESS)
         where = f"{run.agent or '?'} on {run.provider or '?'}"
-        return f"{run_label(run)} · {where} · {run_spend_words(run, snapshot)}: {run.last_output or 'no output yet'}"
+        doing = limit_words(progress.step or run.last_output) or "no output yet"
+        spent = spend_words(progress)
+        if progress.engine_gone_at is not None:
+            return f"{run_label(run)} · {where} · its engine is gone: {doing}"
+        return f"{run_label(run)} · {where} · {spent} · {doing}"
 
 
 def run_label(run: ExecutionView) -> str:
     return run.task_key or f"{run.job_id} planner"
 
 
-def task_spend_before(run: ExecutionView, snapshot: Snapshot) -> SpendView:
-    """What the run's task spent so far (earlier runs; this one counts once it reports)."""
-    return snapshot.task_spend.get(run.task_key or "", NO_SPEND)
+def run_cells(
+    run: ExecutionView, progress: RunProgress, now: float, styles: Mapping[str, str]
+) -> tuple[Any, ...]:
+    gone_at = progress.engine_gone_at
+    if gone_at is not None:  # the clock stops where the engine was last heard from
+        alarm = styles.get("FAILED", "")
+        stopped = duration(gone_at - run.started_at) if run.started_at else "—"
+        step = Text(f"engine gone {short_duration(now - gone_at)} ago", style=alarm, end="")
+        return (run_label(run), run.agent or "", step, "", "", "", Text(stopped, style="dim"))
+    step: Text | str = limit_words(clip(progress.step or run.last_output, NOTE_CHARS), now)
+    if step.startswith("⚑"):
+        step = Text(step, style=styles.get("PARKED", ""), end="")
+    return (
+        run_label(run),
+        run.agent or "",
+        step or Text("starting…", style="dim", end=""),
+        tokens_text(progress.tokens) if progress.tokens else "—",
+        money(progress.cost_usd, progress.estimated) if progress.cost_usd else "—",
+        idle_cell(progress, now, styles),
+        elapsed_cell(run, progress, now, styles),
+    )
 
 
-def run_cost(run: ExecutionView, snapshot: Snapshot) -> str:
-    """The task's spend so far; this run's tokens while its cost is not known yet."""
-    spent = task_spend_before(run, snapshot)
-    if spent.cost_usd:
-        return money(spent.cost_usd, spent.estimated)
-    if run.spend.tokens:
-        return f"{tokens_text(run.spend.tokens)} tok"
-    return spend_text(spent)
+def idle_cell(progress: RunProgress, now: float, styles: Mapping[str, str]) -> Text | str:
+    if progress.last_output_at is None:
+        return "—"
+    idle = max(0.0, now - progress.last_output_at)
+    style = styles.get("PARKED", "") if idle >= IDLE_WARN_S else "dim"
+    return Text(short_duration(idle), style=style, end="")
 
 
-def run_spend_words(run: ExecutionView, snapshot: Snapshot) -> str:
-    spent = task_spend_before(run, snapshot)
-    task = f"task spent {spend_text(spent)}" if spend_text(spent) else "task spent nothing yet"
-    if run.spend.cost_usd:
-        return f"{task}, this run {money(run.spend.cost_usd, run.spend.estimated)}"
-    return f"{task}; this run's cost is known at its end"
+def elapsed_cell(
+    run: ExecutionView, progress: RunProgress, now: float, styles: Mapping[str, str]
+) -> Text | str:
+    """``12:03/30m``: red once past 80% of the timeout."""
+    if not run.started_at:
+        return Text("starting", style="dim", end="")
+    elapsed = now - run.started_at
+    if not progress.timeout_s:
+        return duration(elapsed)
+    late = elapsed >= 0.8 * progress.timeout_s
+    text = f"{duration(elapsed)}/{short_duration(progress.timeout_s)}"
+    return Text(text, style=styles.get("FAILED", "") if late else "", end="")
+
+
+def spend_words(progress: RunProgress) -> str:
+    if progress.tokens is None:
+        return "no tokens reported yet"
+    cost = f", {money(progress.cost_usd, progress.estimated)}" if progress.cost_usd else ""
+    return f"{tokens_text(progress.input_tokens or 0)} in / {tokens_text(progress.output_tokens or 0)} out{cost} so far"

@@ -41,7 +41,8 @@ async def test_header_counts_gone_engines_and_the_job_view_names_them(tmp_path: 
     app = attached_app(tmp_path, url)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_loaded(pilot)
-        assert "1 engine alive (hb 0:02) · 1 gone" in header(app)  # a clean stop is not news
+        # a clean stop is not news; the sample's own silent engine is the second
+        assert "1 engine alive (hb 0:02) · 2 engines gone" in header(app)
         await cursor_to(pilot, "job:search")
         await pilot.press("enter")
         await wait_until(

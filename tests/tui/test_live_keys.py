@@ -18,7 +18,7 @@ from console_helpers import cursor_to, run_async, type_keys, wait_until
 from live_helpers import churn_tasks, live_app, live_workspace, quit_app, submit
 from sqlmodel import col, select
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, OptionList
 
 from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
@@ -29,6 +29,7 @@ from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
 from relay_tui.screens.pin import PinScreen
 from relay_tui.screens.replan import ReplanScreen
+from relay_tui.widgets.events import EventList
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -41,8 +42,13 @@ SEED = int(os.environ.get("RELAY_TEST_SEED", time.time_ns() % 10_000))
 
 
 def cursor_row(app: RelayApp) -> tuple[str | None, str | None]:
-    """(pane, row key) under the focused cursor, read with DataTable's public API."""
+    """(pane, row key) under the focused cursor, read with DataTable's (and OptionList's)
+    public API."""
     focused = app.main_screen.focused
+    if isinstance(focused, OptionList):
+        index = focused.highlighted
+        option = focused.get_option_at_index(index) if index is not None else None
+        return focused.id, option.id if option else None
     if not isinstance(focused, DataTable) or focused.row_count == 0:
         return (focused.id if focused else None), None
     row_key, _ = focused.coordinate_to_cell_key(focused.cursor_coordinate)
@@ -52,8 +58,14 @@ def cursor_row(app: RelayApp) -> tuple[str | None, str | None]:
 def expected_task_and_job(
     app: RelayApp, pane: str | None, key: str | None
 ) -> tuple[str | None, str | None]:
-    if key is None or pane in (None, "providers", "events"):
+    if key is None or pane in (None, "providers"):
         return None, None
+    if pane == "events":  # an event stands for its task, a burst of several for its job
+        entry = app.main_screen.query_one(EventList).entry(key)
+        if entry is None:
+            return None, None
+        task = entry.task_key
+        return task, entry.job_id or (task.partition("/")[0] if task else None)
     if pane == "running":
         run = app.snapshot.run(key) if app.snapshot else None
         return (run.task_key, run.job_id) if run else (None, None)

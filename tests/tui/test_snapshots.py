@@ -9,6 +9,7 @@ the SVGs under tests/tui/__snapshots__/ before committing them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from console_helpers import cursor_to, finish_then_apply, settle, wait_loaded, wait_until
@@ -148,3 +149,87 @@ def test_filter(snap_compare, sample_app: RelayApp) -> None:
 def test_event_search(snap_compare, sample_app: RelayApp) -> None:
     steps = pressing("5", "slash", *"billing", "enter")
     assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+# -- the cockpit (issue 21) and needs you (issue 19) ------------------------------------------
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_running_agents(snap_compare, sample_app: RelayApp, size: tuple[int, int]) -> None:
+    """What each agent does now, its tokens and cost so far, idle, elapsed against its
+    timeout; search/ui's engine went silent, so its row says so and its clock stopped."""
+    steps = pressing("2", row="api-keys/rotate", pane="running")
+    assert snap_compare(sample_app, terminal_size=size, run_before=steps)
+
+
+def test_header_at_80_columns(snap_compare, sample_app: RelayApp) -> None:
+    """Commands waiting, a gone engine and the asks survive the narrowest header."""
+    steps = pressing("r", row="search/fixtures")
+    assert snap_compare(sample_app, terminal_size=(80, 24), run_before=steps)
+
+
+def test_unfolded_jobs(snap_compare, sample_app: RelayApp) -> None:
+    """f shows the tasks of finished jobs (the merged onboarding job folds by default)."""
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=pressing("f"))
+
+
+def test_saved_view(snap_compare, sample_app: RelayApp) -> None:
+    """v: the :running view, named in the pane's title while it filters."""
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=pressing("v"))
+
+
+def test_events_with_a_cursor(snap_compare, sample_app: RelayApp) -> None:
+    """The event list has a cursor (enter opens its task); a cancel's three blocked tasks
+    are one line."""
+    steps = pressing("5", "up", "up")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_needs_you(snap_compare, sample_app: RelayApp, size: tuple[int, int]) -> None:
+    """Two asks, oldest first: a question and a command, each with the agent's last words."""
+    steps = pressing("6", row="ask:7", pane="needs")
+    assert snap_compare(sample_app, terminal_size=size, run_before=steps)
+
+
+@pytest.mark.parametrize(
+    ("name", "row", "pane", "keys"),
+    [
+        pytest.param("ask", "ask:7", "needs", ("enter",), id="ask"),
+        pytest.param("always", "ask:7", "needs", ("A",), id="always"),
+        pytest.param("deny", "ask:7", "needs", ("n",), id="deny"),
+        pytest.param("question", "ask:8", "needs", ("enter",), id="question"),
+        pytest.param("takeover", "api-keys/rotate", "jobs", ("T",), id="takeover"),
+        pytest.param("handback", "api-keys/audit", "jobs", ("T",), id="handback"),
+        pytest.param("say", "search/docs", "jobs", ("S",), id="say"),
+    ],
+)
+def test_needs_you_modal(
+    snap_compare, sample_app: RelayApp, name: str, row: str, pane: str, keys: tuple[str, ...]
+) -> None:
+    size = (100, 30)
+    assert snap_compare(
+        sample_app, terminal_size=size, run_before=pressing(*keys, row=row, pane=pane)
+    )
+
+
+def test_held_task(snap_compare, sample_app: RelayApp) -> None:
+    """A held task in the jobs table: by whom and since when, in its note and preview."""
+    steps = pressing(row="api-keys/audit")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_take_over_line(snap_compare, sample_app: RelayApp) -> None:
+    """Outside tmux: the exact line that opens the agent's CLI on the held task."""
+    from relay_engine.agents.takeover import TakeOverLine
+    from relay_tui.screens.takeover import TakeOverScreen
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await wait_loaded(pilot)
+        line = TakeOverLine(
+            Path("/srv/relay/.relay/worktrees/api-keys/rotate"),
+            ("claude", "--resume", "6a1f0c2e-9d3b-4f7a-8c21-5e0b7d9a4c13"),
+            Path("/srv/relay/.relay/takeover/api-keys/rotate.sh"),
+        )
+        pilot.app.push_screen(TakeOverScreen("api-keys/rotate", line, "not inside tmux"))
+        await settled_screen(pilot)
+
+    assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)

@@ -1,0 +1,66 @@
+"""The command palette under fast typing: page moves while the list is being rebuilt."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from console_helpers import attached_app, run_async, type_keys, wait_loaded
+
+from relay_tui.demo.sample import write_sample
+
+
+@run_async
+async def test_a_page_move_typed_in_one_burst_with_the_search_does_not_crash(
+    tmp_path: Path,
+) -> None:
+    """Issue 21.1: ``ec``, PageDown z z PageDown with no pause between keys raised
+    ``KeyError: 0`` in OptionList._move_page and ended the console."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_loaded(pilot)
+        await type_keys(pilot, "ctrl+p", "e", "c", "pagedown", "z", "z", "pagedown", gap=0)
+        await pilot.pause(0.5)
+        assert app._exception is None
+        assert app.screen.id == "--command-palette"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@run_async
+async def test_random_bursts_in_the_palette(tmp_path: Path, seed: int) -> None:
+    print(f"seed {seed}")
+    keys = [*"ecazqmu", "pagedown", "pageup", "up", "down", "backspace", "home", "end"]
+    rng = random.Random(seed)
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_loaded(pilot)
+        for _ in range(4):
+            await type_keys(pilot, "ctrl+p", *(rng.choice(keys) for _ in range(30)), gap=0)
+            await pilot.pause(0.3)
+            await type_keys(pilot, "escape", "escape", gap=0.05)
+            await pilot.pause(0.2)
+            assert app._exception is None, f"seed {seed}"
+
+
+@run_async
+async def test_the_theme_palette_and_two_enters_in_a_burst_do_not_crash(tmp_path: Path) -> None:
+    """Found by the tmux key bursts: the palette's Theme command opens a palette of its own
+    (it had the page-move crash too), and a second enter in the same burst dismissed the
+    palette again, popping the main screen (ScreenStackError)."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        await type_keys(pilot, "ctrl+p", *"theme", gap=0.05)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "enter", gap=0)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "n", "o", "pagedown", "pageup", "pagedown", "enter", "enter", gap=0)
+        await pilot.pause(0.6)
+        assert app._exception is None
+        await type_keys(pilot, "ctrl+p", *"usage", gap=0.05)
+        await pilot.pause(0.6)
+        await type_keys(pilot, "enter", "enter", "enter", gap=0)
+        await pilot.pause(0.6)
+        assert app._exception is None and len(app.screen_stack) >= 1
+        assert app.screen_stack[0] is app.main_screen
