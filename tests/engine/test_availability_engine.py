@@ -31,7 +31,7 @@ from relay_engine.ops.completion import record_limit
 from relay_engine.store.read_model import agent_rows
 from relay_engine.store.schema import AgentStatus, Task
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: replay_cli.py and fixtures/
 REPLAY = [sys.executable, str(HERE / "replay_cli.py")]
 CLAUDE_SUCCESS = HERE / "fixtures" / "streams" / "claude_success.jsonl"
 

@@ -26,7 +26,7 @@ from relay_engine.core.failures import (
 )
 from relay_engine.core.outcomes import ExitFacts, Outcome, OutcomeKind, ends_session, judge_exit
 
-REALCLI = Path(__file__).parent / "fixtures" / "realcli"
+REALCLI = Path(__file__).parents[1] / "fixtures" / "realcli"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -115,8 +115,8 @@ def test_a_hard_failure_makes_the_session_stale(sqlite_workspace: Workspace) -> 
     assert (row.status, row.session_id) == ("active", fresh.session_id)
 
 
-REPLAY = [sys.executable, str(Path(__file__).resolve().parent / "replay_cli.py")]
-STREAMS = Path(__file__).resolve().parent / "fixtures" / "streams"
+REPLAY = [sys.executable, str(Path(__file__).resolve().parents[1] / "replay_cli.py")]
+STREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 SUCCESS = {"claude": "claude_success.jsonl", "codex": "codex_success.jsonl"}
 SUCCESS["gemini"] = "gemini_success.json"
 

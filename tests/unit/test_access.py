@@ -11,7 +11,7 @@ import pytest
 from relay_engine.agents.doctor import Facts, argv_problems, judge, sample_argv
 from relay_engine.contracts.config import AgentConfig, ConfigError, parse_config
 
-HELP = Path(__file__).parent / "fixtures" / "realcli"
+HELP = Path(__file__).parents[1] / "fixtures" / "realcli"
 HELP_FIXTURE = {"claude": "claude-help", "codex": "codex-exec-help", "gemini": "gemini-help"}
 
 EXPECTED = {

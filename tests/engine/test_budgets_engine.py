@@ -21,7 +21,6 @@ from helpers import (
 from test_limits_engine import sim_agent
 from test_planning_engine import plan_of, planned_job, work
 
-from relay_engine.core.budgets import Cap, Spend, judge
 from relay_engine.loop.engine import Engine
 
 RUN_COST = 0.03
@@ -142,19 +141,3 @@ def test_two_engines_never_overspend_by_more_than_one_run_each(pg_url: str, tmp_
     assert spent <= 0.1 + 2 * 4 * RUN_COST
     assert any(t.state == "PARKED" for t in tasks(ws.store()).values())
     ws.close()
-
-
-@pytest.mark.parametrize(
-    ("spend", "cap", "level", "text"),
-    [
-        (Spend(0.5, 0), Cap(usd=1.0), "ok", "$0.50 of $1.00"),
-        (Spend(0.8, 0), Cap(usd=1.0), "warning", "$0.80 of $1.00"),
-        (Spend(5.02, 0), Cap(usd=5.0), "exhausted", "budget exhausted: $5.02 of $5.00"),
-        (Spend(0.1, 900), Cap(usd=1.0, tokens=1000), "warning", "900 of 1,000 tokens"),
-        (Spend(0, 0), Cap(), "none", ""),
-        (Spend(0, 0), Cap(usd=0.0), "exhausted", "budget exhausted: $0.00 of $0.00"),
-    ],
-)
-def test_judge(spend: Spend, cap: Cap, level: str, text: str) -> None:
-    state = judge(spend, cap, 0.8)
-    assert (state.level, state.text) == (level, text)

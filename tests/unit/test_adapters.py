@@ -1,163 +1,32 @@
+"""Adapters: argv built for each CLI, and their stream parsers fed the recorded streams whole
+and in random chunks.
+"""
+
 from __future__ import annotations
 
-import json
-import os
-import random
-import subprocess
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
+from recorded_streams import (
+    NOW,
+    RECORDED,
+    RESETS_AT,
+    STREAMS,
+    check,
+    ctx,
+    parse,
+    random_sizes,
+)
 
 from relay_engine.agents.adapters import (
     PROVIDERS,
-    AgentReport,
-    InvocationContext,
     StreamParser,
     extract_json,
     get_adapter,
 )
 from relay_engine.agents.adapters.base import LINE_CAP
-
-STREAMS = Path(__file__).parent / "fixtures" / "streams"
-BERLIN = ZoneInfo("Europe/Berlin")
-# 2025-12-31 17:00 in Berlin (UTC+1) = 16:00 UTC = 20:00 Tbilisi.
-NOW = datetime(2025, 12, 31, 17, 0, tzinfo=BERLIN)
-RESETS_AT = 1767225600.0  # 2026-01-01 00:00 UTC, as recorded in the Claude fixtures
-
-
-def ctx(tmp_path: Path, prompt: str = "Fix the parser", **kw: object) -> InvocationContext:
-    return InvocationContext(
-        prompt=prompt,
-        prompt_file=tmp_path / "prompt.md",
-        result_file=tmp_path / "result.json",
-        cwd=tmp_path,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-def parse(
-    provider: str, data: bytes, exit_code: int, sizes: list[int] | None = None
-) -> AgentReport:
-    parser = get_adapter(provider).parser()
-    if sizes is None:
-        parser.feed(data, NOW)
-    else:
-        pos = 0
-        for size in sizes:
-            parser.feed(data[pos : pos + size], NOW)
-            pos += size
-        parser.feed(data[pos:], NOW)
-    return parser.finish(exit_code, "", NOW)
-
-
-def random_sizes(total: int, seed: int, biggest: int) -> list[int]:
-    rng = random.Random(seed)
-    sizes: list[int] = []
-    while sum(sizes) < total:
-        sizes.append(rng.randint(0, biggest))
-    return sizes
-
-
-# (fixture, provider, exit code, expected fields)
-RECORDED = [
-    (
-        "claude_success.jsonl",
-        "claude",
-        0,
-        {
-            "session_id": "0b8c6f2e-4c1a-4d2e-9a57-3f1d2c9e8b11",
-            "input_tokens": 16 + 1940 + 37042,
-            "output_tokens": 189,
-            "cost_usd": 0.0421365,
-            "is_error": False,
-            "limit": None,
-            "result_data": {
-                "status": "done",
-                "files": ["src/parser.py"],
-                "note": "naïve split kept",
-            },
-            "last_progress": "All tests pass.",
-        },
-    ),
-    (
-        "claude_limit.jsonl",
-        "claude",
-        1,
-        {
-            "session_id": "7d2a1b9c-0e3f-4a5b-8c6d-1e2f3a4b5c6d",
-            "result_text": "You've hit your limit · resets 8pm (Asia/Tbilisi)",
-            "is_error": True,
-            "limit_reset_at": RESETS_AT,
-        },
-    ),
-    (
-        "claude_limit_legacy.jsonl",
-        "claude",
-        1,
-        {
-            "session_id": "c3d4e5f6-a7b8-4c9d-8e0f-112233445566",
-            "is_error": True,
-            "limit_reset_at": RESETS_AT,
-        },
-    ),
-    (
-        "codex_success.jsonl",
-        "codex",
-        0,
-        {
-            "session_id": "019a6b2c-7f1e-7d20-9b3a-4c5d6e7f8a90",
-            "input_tokens": 24763,
-            "output_tokens": 122,
-            "is_error": False,
-            "limit": None,
-            "result_data": {"status": "done", "tests": 3},
-            "last_progress": "Fixed the tokenizer — “smart quotes” are now handled.",
-        },
-    ),
-    (
-        "codex_limit.jsonl",
-        "codex",
-        1,
-        {
-            "session_id": "019a6b2d-0a1b-7c2d-8e3f-405162738495",
-            "is_error": True,
-            # "try again at 3:15 PM" local time: 15:15 Berlin already passed -> tomorrow.
-            "limit_reset_at": datetime(2026, 1, 1, 15, 15, tzinfo=BERLIN).timestamp(),
-        },
-    ),
-    (
-        "gemini_success.json",
-        "gemini",
-        0,
-        {
-            "session_id": "4f3e2d1c-0b9a-4877-a665-544332211000",
-            "input_tokens": 24939 + 1200,
-            "output_tokens": 20 + 154 + 30,
-            "is_error": False,
-            "limit": None,
-            "result_data": {"status": "done", "files": ["src/parser.py"]},
-        },
-    ),
-    (
-        "gemini_429.json",
-        "gemini",
-        1,
-        {"is_error": True, "limit_reset_at": NOW.timestamp() + 41},
-    ),
-]
-
-
-def check(report: AgentReport, expected: dict) -> None:
-    for key, value in expected.items():
-        if key == "limit_reset_at":
-            assert report.limit is not None
-            assert report.limit.reset_at == pytest.approx(value)
-        else:
-            assert getattr(report, key) == value, key
 
 
 @pytest.mark.parametrize(("name", "provider", "code", "expected"), RECORDED)
@@ -310,9 +179,6 @@ def test_extract_json(text: str | None, expected: object) -> None:
     assert extract_json(text) == expected
 
 
-# --- argv building --------------------------------------------------------------------------
-
-
 def test_claude_argv(tmp_path: Path) -> None:
     adapter = get_adapter("claude")
     inv = adapter.build(
@@ -436,94 +302,6 @@ def test_registry() -> None:
         get_adapter("nope")
     with pytest.raises(ValueError, match="command_template"):
         get_adapter("command")
-
-
-# --- end to end: fake CLIs on PATH ------------------------------------------------------------
-
-FAKE = """#!{python}
-import json, sys
-from pathlib import Path
-stdin = sys.stdin.read()
-Path({log!r}).write_text(json.dumps({{"argv": sys.argv[1:], "stdin": stdin}}))
-sys.stdout.buffer.write(Path({fixture!r}).read_bytes())
-sys.stdout.flush()
-sys.stderr.write({stderr!r})
-sys.exit({code})
-"""
-
-
-def install_fake(tmp_path: Path, name: str, fixture: str, code: int, stderr: str = "") -> Path:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    log = tmp_path / f"{name}.argv.json"
-    script = bin_dir / name
-    script.write_text(
-        FAKE.format(
-            python=sys.executable,
-            log=str(log),
-            fixture=str(STREAMS / fixture),
-            stderr=stderr,
-            code=code,
-        )
-    )
-    script.chmod(0o755)
-    return log
-
-
-def run(tmp_path: Path, provider: str, context: InvocationContext) -> tuple[AgentReport, list[str]]:
-    adapter = get_adapter(provider)
-    inv = adapter.build(context)
-    env = {**os.environ, **inv.env, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(
-        inv.argv,
-        input=(inv.stdin_text or "").encode(),
-        capture_output=True,
-        env=env,
-        cwd=context.cwd,
-        timeout=60,
-        check=False,
-    )
-    parser = adapter.parser()
-    for start in range(0, len(proc.stdout), 7):
-        parser.feed(proc.stdout[start : start + 7], NOW)
-    return parser.finish(
-        proc.returncode, proc.stderr.decode(errors="replace")[-4096:], NOW
-    ), inv.argv
-
-
-E2E = [
-    ("claude", "claude_success.jsonl", 0, 0),
-    ("claude", "claude_limit.jsonl", 1, 1),
-    ("codex", "codex_success.jsonl", 0, 3),
-    ("codex", "codex_limit.jsonl", 1, 4),
-    ("gemini", "gemini_success.json", 0, 5),
-    ("gemini", "gemini_429.json", 1, 6),
-]
-
-
-@pytest.mark.parametrize(("provider", "fixture", "code", "recorded"), E2E)
-def test_end_to_end_with_fake_cli(
-    tmp_path: Path, provider: str, fixture: str, code: int, recorded: int
-) -> None:
-    log = install_fake(tmp_path, provider, fixture, code, stderr="warning: something\n")
-    prompt = 'Fix "the" parser\nline two; $(echo no shell)'
-    report, argv = run(tmp_path, provider, ctx(tmp_path, prompt, resume_session_id="prev-session"))
-    check(report, RECORDED[recorded][3])
-    seen = json.loads(log.read_text())
-    assert seen["argv"] == argv[1:]
-    assert prompt in seen["argv"]
-    assert "prev-session" in seen["argv"]
-    assert seen["argv"][seen["argv"].index("prev-session") - 1] in ("--resume", "resume")
-
-
-def test_end_to_end_long_prompt_via_stdin(tmp_path: Path) -> None:
-    log = install_fake(tmp_path, "claude", "claude_success.jsonl", 0)
-    prompt = "é" * 60_000  # 120 KB of UTF-8
-    report, _ = run(tmp_path, "claude", ctx(tmp_path, prompt))
-    assert not report.is_error
-    seen = json.loads(log.read_text())
-    assert seen["stdin"] == prompt
-    assert prompt not in seen["argv"]
 
 
 def test_gemini_parser_also_reads_stream_json() -> None:

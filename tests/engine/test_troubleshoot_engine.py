@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from helpers import Workspace, events, executions, job_toml, jobs, run_until_idle, sim, tasks
 from test_planning_engine import DONE, plan_of, planned_job, plans, work
-
-from relay_engine.contracts.troubleshooter import Verdict, parse_verdict
-from relay_engine.ops.troubleshoot import run_record
-from relay_engine.store.schema import Execution
 
 GUIDANCE = "Pass --legacy-peer-deps; the lockfile predates npm 7."
 
@@ -126,35 +121,3 @@ def test_replan_verdict_starts_a_planner_round_with_the_guidance(workspace: Work
     rounds = plans(workspace.store(), "auto")
     assert [(p.round, p.trigger) for p in rounds][-1] == (2, "troubleshoot")
     assert rounds[-1].guidance == "split a into two smaller tasks"
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ({"verdict": "retry", "guidance": "g"}, Verdict(verdict="retry", guidance="g")),
-        ({"verdict": "give_up", "reason": "r", "extra": 1}, Verdict(verdict="give_up", reason="r")),
-        ({"verdict": "shrug"}, "verdict: Input should be 'retry', 'replan' or 'give_up'"),
-        ({"summary": "done"}, "verdict: Field required"),
-        ("retry", "no JSON object with a verdict in the result"),
-        (None, "no JSON object with a verdict in the result"),
-    ],
-)
-def test_parse_verdict(raw: object, expected: object) -> None:
-    assert parse_verdict(raw) == expected
-
-
-def test_a_failed_start_shows_the_troubleshooter_its_error_file(tmp_path: Path) -> None:
-    """A worktree that could not be made leaves error.txt, not stderr: the troubleshooter
-    is told which files there are and reads why."""
-    folder = tmp_path / "exec-1"
-    folder.mkdir()
-    (folder / "prompt.md").write_text("the task")
-    (folder / "error.txt").write_text("stage: worktree\nfatal: 'x' already exists\n")
-    run = Execution(
-        id="exec-1", job_id="j", task_key="j/t", attempt=2, agent="sim", provider="sim",
-        outcome="failed", error="worktree: fatal", artifact_dir=str(folder),
-    )  # fmt: skip
-    record = run_record(run)
-    assert f"artifacts: {folder} (error.txt, prompt.md)" in record
-    assert "fatal: 'x' already exists" in record
-    assert "stderr.txt" not in record

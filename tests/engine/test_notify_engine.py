@@ -10,13 +10,11 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from helpers import Workspace, events, job_toml, run_until_idle, sim
 
 from relay_engine.loop import notify
-from relay_engine.loop.notify import Destination, wanted
 
 KINDS = ["task.succeeded", "task.failed", "job.finished"]
 
@@ -160,25 +158,3 @@ def test_a_failing_command_is_reported_with_its_stderr(sqlite_workspace: Workspa
     assert run_until_idle(ws.engine()) is True
     (failure,) = events(ws.store(), "notify.failed")
     assert "exit 4: ntfy: topic missing" in failure.message
-
-
-@pytest.mark.parametrize(
-    ("kind", "patterns", "expected"),
-    [
-        ("task.failed", ["task.failed"], True),
-        ("task.failed", ["task.*"], True),
-        ("task.succeeded", ["task.failed", "job.finished"], False),
-        ("notify.failed", ["*"], False),
-        ("job.finished", ["*"], True),
-    ],
-)
-def test_which_events_are_notified(kind: str, patterns: list[str], expected: bool) -> None:
-    assert wanted(kind, patterns) is expected
-
-
-def test_destinations_have_stable_distinct_cursors_and_safe_labels(tmp_path: Path) -> None:
-    hook = Destination("webhook", "https://hooks.example.com/services/T000/SECRET")
-    assert hook.key == Destination("webhook", "https://hooks.example.com/services/T000/SECRET").key
-    assert hook.key != Destination("webhook", "https://hooks.example.com/other").key
-    assert hook.label == "https://hooks.example.com"
-    assert Destination("command", ("notify-send", "relay")).label == "notify-send"

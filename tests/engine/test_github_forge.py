@@ -41,7 +41,7 @@ from relay_engine.contracts.config import GitConfig
 from relay_engine.git.forges import ForgeError, PullRef
 from relay_engine.git.forges.github import VIEW_FIELDS, GitHubForge
 
-STANDIN = Path(__file__).parent / "fixtures" / "gh"
+STANDIN = Path(__file__).parents[1] / "fixtures" / "gh"
 OWNER_REPO = "octo/demo"
 
 

@@ -24,9 +24,9 @@ from sqlmodel import SQLModel, select
 
 from relay_engine.store import migrate
 from relay_engine.store.db import SchemaError, Store
-from relay_engine.store.schema import EngineRecord, Job, SchemaInfo, Task
+from relay_engine.store.schema import Job, SchemaInfo, Task
 
-FIXTURE = Path(__file__).parent / "fixtures" / "release-0.1.0"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "release-0.1.0"
 
 
 @pytest.fixture
@@ -205,14 +205,3 @@ def test_the_migrations_build_exactly_the_schema_of_the_models(
         )
     engine.dispose()
     assert diff == []
-
-
-def test_engines_mirror_their_own_agents_and_slots(workspace: Workspace) -> None:
-    workspace.configure(capacity=3)
-    engine = workspace.engine()
-    engine.register()
-    with workspace.store().read() as session:
-        record = session.get(EngineRecord, engine.id)
-    assert record is not None and record.slots == 3
-    assert record.agents == sorted(a.id for a in engine.config.agents)
-    engine.stop()
