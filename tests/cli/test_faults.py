@@ -131,12 +131,21 @@ def test_a_0_byte_database_is_created_when_asked(sqlite_workspace: Workspace) ->
     assert sqlite_workspace.cli("status").returncode == 0
 
 
+# The child's own peak resident set: VmHWM belongs to the address space, which execve
+# replaces. ru_maxrss does not: Linux keeps it across execve, so a big parent (an xdist
+# worker) once made this child look 222 MB large.
 PARSE = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from pathlib import Path
     from relay_engine.contracts.config import ConfigError, load_config
     from relay_engine.contracts.job_file import JobFileError, load_job_file
+
+    def peak_rss_mb():
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+
     started = time.perf_counter()
     try:
         load_job_file(Path(sys.argv[1]))
@@ -148,7 +157,7 @@ PARSE = textwrap.dedent(
         config_error = str(error)
     print(json.dumps({
         "seconds": time.perf_counter() - started,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mb": peak_rss_mb(),
         "job": job_error, "config": config_error,
     }))
     """
