@@ -3,6 +3,8 @@
 The stream is JSONL: a `system`/`init` event (session_id, model), `assistant` and `user`
 messages, optional `rate_limit_event`s, and a final `result` event carrying the answer, the
 session id, `total_cost_usd` and `usage`.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations
