@@ -64,6 +64,7 @@ REJECTIONS: dict[str, tuple[str, str, str]] = {
 }
 
 
+@pytest.mark.slow
 def test_bad_job_files_are_rejected_whole_with_file_field_and_reason(
     sqlite_workspace: Workspace,
 ) -> None:
@@ -130,6 +131,7 @@ def test_run_until_idle_exits_1_when_a_job_fails_and_shows_what_is_blocked(
     assert by_id["fine"]["state"] == "SUCCEEDED"
 
 
+@pytest.mark.slow
 def test_cancel_and_retry_from_another_process_while_relay_runs(
     workspace: Workspace, tmp_path: Path
 ) -> None:

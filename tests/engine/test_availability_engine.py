@@ -72,6 +72,7 @@ def test_not_logged_in_swaps_to_the_next_capable_agent_without_using_an_attempt(
     assert agent_status(workspace, "worker")["status"] == "ready"
 
 
+@pytest.mark.slow
 def test_auth_on_the_only_capable_agent_parks_and_clearing_it_resumes(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -158,6 +159,7 @@ def test_a_missing_cli_is_the_agents_problem_not_the_tasks(workspace: Workspace)
     assert "npm install -g @openai/codex" in status["fix"]
 
 
+@pytest.mark.slow
 def test_doctor_with_one_good_and_one_missing_cli(workspace: Workspace) -> None:
     good = replay_agent("claude-main", "claude", "claude-not-logged-in", ANTHROPIC_API_KEY="k")
     missing = {"id": "codex-main", "provider": "codex", "command": ["codex-not-installed-here"]}

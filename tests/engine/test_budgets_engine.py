@@ -39,6 +39,7 @@ def chain(count: int, **job: object) -> str:
     return job_toml("capped", steps, **job)
 
 
+@pytest.mark.slow
 def test_a_spent_budget_parks_the_rest_until_raised(workspace: Workspace) -> None:
     workspace.configure(agents=[claude_agent()])
     workspace.submit(chain(5, budget_usd=0.05))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import (
     Workspace,
     events,
@@ -16,6 +17,7 @@ from helpers import (
 )
 
 
+@pytest.mark.slow
 def test_tasks_sharing_a_directory_never_overlap(workspace: Workspace, tmp_path: Path) -> None:
     shared = tmp_path / "plain-dir"
     shared.mkdir()

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import Workspace, executions, job_toml, sim, stop_process, wait_for
 from sqlmodel import select
 
@@ -37,6 +38,7 @@ def _running_of(workspace: Workspace, engine_id: str) -> int:
     return sum(1 for e in executions(store) if e.engine_id == engine_id and e.ended_at is None)
 
 
+@pytest.mark.slow
 def test_engines_lists_real_engines_and_a_killed_one_goes_after_a_lease(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -115,6 +117,7 @@ def test_an_agent_no_running_engine_defines_is_no_longer_listed(workspace: Works
         other_host.shutdown(release=True)
 
 
+@pytest.mark.slow
 def test_engines_mirror_their_own_agents_and_slots(workspace: Workspace) -> None:
     workspace.configure(capacity=3)
     engine = workspace.engine()

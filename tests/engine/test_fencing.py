@@ -48,6 +48,7 @@ def tick_until(engine: Engine, done: object, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_stale_owners_late_exit_is_lost_and_merges_nothing(
     workspace: Workspace, repo: Path
 ) -> None:

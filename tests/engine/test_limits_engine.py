@@ -76,6 +76,7 @@ def event_index(store: Any, kind: str, key: str) -> list[int]:
     return [e.id or 0 for e in events(store, kind) if e.task_key == key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["claude", "codex", "gemini"])
 def test_limit_parks_the_task_and_the_provider_until_the_reset(
     workspace: Workspace, provider: str
@@ -195,6 +196,7 @@ def test_limit_swaps_to_another_provider_without_spending_the_attempt(
     assert limits["claude"]["reset_at"] == int(until)
 
 
+@pytest.mark.slow
 def test_resumed_task_dispatches_before_work_queued_earlier(workspace: Workspace) -> None:
     until = float(int(time.time()) + 6)
     workspace.configure(

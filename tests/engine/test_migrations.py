@@ -45,6 +45,7 @@ def _revision(db: Path) -> str:
         return connection.execute("SELECT version_num FROM alembic_version").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_a_0_1_0_database_is_upgraded_and_its_waiting_job_then_runs(legacy: Workspace) -> None:
     result = legacy.cli("status", "--json")  # read-only: refuses, and says what to run
     assert result.returncode == 2

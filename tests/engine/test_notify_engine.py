@@ -150,6 +150,7 @@ def test_command_notifier_reads_each_event_on_stdin(sqlite_workspace: Workspace)
     )
 
 
+@pytest.mark.slow
 def test_a_failing_command_is_reported_with_its_stderr(sqlite_workspace: Workspace) -> None:
     ws = sqlite_workspace
     script = "import sys; sys.stderr.write('ntfy: topic missing\\n'); sys.exit(4)"

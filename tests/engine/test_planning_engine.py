@@ -189,6 +189,7 @@ def test_cyclic_plan_is_rejected_until_the_job_fails(workspace: Workspace) -> No
     assert tasks(store) == {}
 
 
+@pytest.mark.slow
 def test_replan_mid_wave_supersedes_unstarted_tasks_and_keeps_finished_ones(
     workspace: Workspace,
 ) -> None:

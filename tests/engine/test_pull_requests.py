@@ -165,6 +165,7 @@ def test_changes_become_a_fix_task_then_a_second_review_then_the_merge(
     assert "or 'you'" in repos.remote_show("main", "greet.py")
 
 
+@pytest.mark.slow
 def test_after_max_review_rounds_the_job_waits_for_the_operator(
     sqlite_workspace: Workspace, repos: Repos
 ) -> None:
@@ -244,6 +245,7 @@ def close_during_review(ws: Workspace, repos: Repos, close: Callable[[], None]) 
     return store
 
 
+@pytest.mark.slow
 def test_a_deleted_job_branch_closes_the_job_and_cancels_its_work(
     sqlite_workspace: Workspace, repos: Repos
 ) -> None:

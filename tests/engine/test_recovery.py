@@ -7,6 +7,7 @@ import time
 import uuid
 from collections import Counter
 
+import pytest
 from helpers import (
     Workspace,
     count_by_task,
@@ -31,6 +32,7 @@ def running_keys(store: Store) -> list[str]:
     return [key for key, task in tasks(store).items() if task.state == "RUNNING"]
 
 
+@pytest.mark.slow
 def test_killed_engine_orphans_are_recovered_and_nothing_succeeds_twice(
     workspace: Workspace,
 ) -> None:

@@ -49,6 +49,7 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
         assert session.get(AgentRecord, ("e1", "claude-a")) is not None
 
 
+@pytest.mark.slow
 def test_status_answers_while_another_process_holds_the_write_lock(
     sqlite_workspace: Workspace,
 ) -> None:

@@ -30,6 +30,7 @@ def test_a_job_after_another_runs_only_once_that_job_is_done(workspace: Workspac
     ]
 
 
+@pytest.mark.slow
 def test_a_failed_upstream_blocks_the_waiting_job_with_its_name(workspace: Workspace) -> None:
     failing = {"id": "x", "input": "breaks", "max_attempts": 1, "sim": sim(exit_code=2)}
     workspace.submit(job_toml("a", [failing]), "a.toml")
@@ -116,6 +117,7 @@ def test_a_cycle_across_jobs_is_refused_at_submit_with_its_path(
     assert ws.status()["jobs"] == []  # nothing of the batch was stored
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("job", "message"),
     [

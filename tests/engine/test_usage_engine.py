@@ -60,6 +60,7 @@ def test_recorded_streams_put_tokens_model_and_cost_on_the_execution(workspace: 
     assert gemini.cost_usd and gemini.cost_usd > 0
 
 
+@pytest.mark.slow
 def test_usage_cli_rolls_up_by_every_grouping(sqlite_workspace: Workspace) -> None:
     ws = sqlite_workspace
     run_one_task_per_agent(
