@@ -85,6 +85,7 @@ def test_bad_job_files_are_rejected_whole_with_file_field_and_reason(
     assert workspace.status()["jobs"] == []
 
 
+@pytest.mark.slow
 def test_resubmitting_is_a_no_op_and_a_changed_job_under_the_same_id_is_refused(
     workspace: Workspace,
 ) -> None:
@@ -108,6 +109,7 @@ def test_resubmitting_is_a_no_op_and_a_changed_job_under_the_same_id_is_refused(
     assert [t["id"] for t in report["tasks"]] == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_run_until_idle_exits_1_when_a_job_fails_and_shows_what_is_blocked(
     workspace: Workspace,
 ) -> None:

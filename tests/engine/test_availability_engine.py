@@ -123,6 +123,7 @@ def test_a_changed_agent_config_clears_its_auth_state(workspace: Workspace) -> N
     assert tasks(store)["j/t"].attempt == 1
 
 
+@pytest.mark.slow
 def test_codex_waiting_for_the_network_is_stopped_long_before_the_task_timeout(
     workspace: Workspace,
 ) -> None:

@@ -138,6 +138,7 @@ def _session_row(store: Any) -> ProviderSession:
     return row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["claude", "codex", "gemini"])
 def test_a_resumed_session_that_is_gone_is_retried_fresh_at_once_and_not_charged(
     sqlite_workspace: Workspace, provider: str

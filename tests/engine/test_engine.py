@@ -193,6 +193,7 @@ def test_cancel_kills_the_whole_process_group_and_retry_runs_it_again(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_an_agent_spewing_100mb_of_binary_leaves_engine_memory_bounded(
     sqlite_workspace: Workspace,

@@ -83,6 +83,7 @@ def test_a_0_1_0_database_is_upgraded_and_its_waiting_job_then_runs(legacy: Work
     assert states == {"pending/first": "SUCCEEDED", "pending/second": "SUCCEEDED"}
 
 
+@pytest.mark.slow
 def test_an_engine_upgrades_a_sqlite_workspace_itself_unless_told_not_to(
     legacy: Workspace,
 ) -> None:

@@ -100,6 +100,7 @@ def test_webhook_receives_each_chosen_event_once(workspace: Workspace) -> None:
         assert "exit 3" in failed["message"]
 
 
+@pytest.mark.slow
 def test_two_engines_on_one_database_post_each_event_once(workspace: Workspace) -> None:
     with webhook_server() as (url, inbox):
         workspace.configure(notifications={"webhook": url, "on": ["task.*", "job.finished"]})

@@ -141,6 +141,7 @@ def test_planner_attempts_are_numbered_from_one(workspace: Workspace) -> None:
     assert packet["env"]["RELAY_ATTEMPT"] == "1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("invalid", "reason"),
     [

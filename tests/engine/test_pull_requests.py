@@ -274,6 +274,7 @@ def test_relay_close_closes_the_pull_request_and_cancels_the_review(
     assert repos.remote_head("relay/greet") is not None  # closing keeps the branch
 
 
+@pytest.mark.slow
 def test_a_conflict_with_a_moved_base_becomes_a_rebase_task_then_the_merge(
     workspace: Workspace, repos: Repos
 ) -> None:
@@ -301,6 +302,7 @@ def test_a_conflict_with_a_moved_base_becomes_a_rebase_task_then_the_merge(
     assert "edit readme" in log  # the person's commit is part of the merged base
 
 
+@pytest.mark.slow
 def test_without_a_remote_a_checked_out_base_is_left_to_the_user(
     sqlite_workspace: Workspace, repos: Repos
 ) -> None:

@@ -72,6 +72,7 @@ def test_killed_engine_orphans_are_recovered_and_nothing_succeeds_twice(
     assert succeeded_runs == succeeded_events
 
 
+@pytest.mark.slow
 def test_two_engines_share_one_workspace_without_doing_work_twice(workspace: Workspace) -> None:
     capacity = 3
     workspace.configure(capacity=capacity)

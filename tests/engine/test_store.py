@@ -69,6 +69,7 @@ def test_status_answers_while_another_process_holds_the_write_lock(
         holder.close()
 
 
+@pytest.mark.slow
 def test_a_read_only_workspace_still_shows_status_and_events(
     read_only_workspace: Workspace,
 ) -> None:

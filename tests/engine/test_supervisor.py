@@ -144,6 +144,7 @@ def _job_with_daemon(workspace: Workspace, mode: str, how: str) -> Path:
     return pid_file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", DAEMONS)
 @pytest.mark.parametrize("how", ["exit", "cancel", "timeout"])
 def test_an_agents_daemons_die_with_its_task(

@@ -47,6 +47,7 @@ def test_a_failed_upstream_blocks_the_waiting_job_with_its_name(workspace: Works
     assert jobs(workspace.store())["b"].blocked_by is None  # waiting on a again, not blocked
 
 
+@pytest.mark.slow
 def test_a_task_waits_on_another_jobs_task(workspace: Workspace) -> None:
     workspace.submit(
         job_toml(
@@ -75,6 +76,7 @@ def test_a_task_waits_on_another_jobs_task(workspace: Workspace) -> None:
     assert status["app/use"]["dependencies"] == ["prep", "lib/api"]
 
 
+@pytest.mark.slow
 def test_another_jobs_failed_task_blocks_and_its_retry_unblocks(workspace: Workspace) -> None:
     workspace.submit(
         job_toml("lib", [{"id": "api", "input": "x", "max_attempts": 1, "sim": sim(exit_code=1)}]),

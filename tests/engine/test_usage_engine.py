@@ -91,6 +91,7 @@ def test_usage_cli_rolls_up_by_every_grouping(sqlite_workspace: Workspace) -> No
     assert spend["claude-a"]["estimated"] is False
 
 
+@pytest.mark.slow
 def test_since_filters_and_rejects_a_bad_date(sqlite_workspace: Workspace) -> None:
     ws = sqlite_workspace
     run_one_task_per_agent(ws, [replay_agent("claude-a", "claude", "claude_success.jsonl")])
