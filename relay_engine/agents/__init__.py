@@ -1,0 +1,1 @@
+"""Agent processes: CLI adapters, launching, the supervisor, the sim agent, ``relay doctor``."""

@@ -1,0 +1,1 @@
+"""The ``relay`` command: one module per group of subcommands, over the layers below."""

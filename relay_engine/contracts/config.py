@@ -2,6 +2,8 @@
 
 Validated with pydantic so that a typo fails with the file, the field and the reason,
 and a running engine can keep its last good configuration when an edit is invalid.
+
+Pure except :func:`load_config`, which reads the workspace's ``relay.toml``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ times, and recurses until ``RecursionError`` on 100,000 nested brackets; ``json`
 too. A job file is a few tables a few levels deep, so relay refuses anything bigger or
 deeper before parsing, with the file, the line and the limit. The scans are linear: a
 regular expression finds the few characters that matter and skips over the rest in C.
+
+Pure except :func:`read_capped`, which reads the file it is given, at most the cap.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """TOML job files: a ``[job]`` table and an array of ``[[tasks]]``.
 
 A job file is rejected whole, with every problem listed at once, so an operator fixes the
-file in one pass instead of resubmitting it once per typo. Pure except
-:func:`load_job_file`, which reads the file and resolves the repo path.
+file in one pass instead of resubmitting it once per typo.
+
+Pure except :func:`load_job_file`, which reads the file and resolves the repo path.
 """
 
 from __future__ import annotations

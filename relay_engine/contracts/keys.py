@@ -1,4 +1,7 @@
-"""How tasks are addressed: ``JOB/TASK``, the task's ``key`` everywhere relay names it."""
+"""How tasks are addressed: ``JOB/TASK``, the task's ``key`` everywhere relay names it.
+
+Pure: two string functions.
+"""
 
 from __future__ import annotations
 

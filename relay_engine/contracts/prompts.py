@@ -4,6 +4,9 @@ The prompt carries everything the agent cannot see for itself: the job's objecti
 what the tasks it depends on produced, the workstream's recent memory notes, and the
 operator's overlay files from ``.relay/prompts/`` (chosen by repo, provider, role and
 kind, most general first, so a specific overlay can refine a general one).
+
+Pure: :mod:`relay_engine.ops.prompt_context` reads the files :func:`overlay_paths` names
+and the rows, and passes their text in.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Times as operators read them in events and tables."""
+"""Times as operators read them in events and tables.
+
+Pure except that :func:`format_time` reads the local time zone and today's date.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 A troubleshooter answers with JSON, the way planners do: ``{"verdict": "retry" |
 "replan" | "give_up", "guidance": "…", "reason": "…"}`` (see
 :mod:`relay_engine.ops.troubleshoot` for what each verdict does).
+
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

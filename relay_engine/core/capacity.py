@@ -4,7 +4,9 @@ Capacity belongs to the engine: ``[engine] max_concurrent_agents`` counts what *
 engine runs, so each host added to a PostgreSQL fleet adds its slots. What the fleet
 shares is capped separately and only when asked: ``[cluster] max_running`` over every
 engine, and ``cluster_max_concurrent`` per agent or per provider for an account whose
-concurrency is limited wherever it runs from. Pure functions; dispatch gathers the counts.
+concurrency is limited wherever it runs from.
+
+Pure: dispatch gathers the counts and takes the advisory locks named here.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The pull request's state as the forge reports it moves the job too: merged or cl
 person means MERGED or CLOSED and the job's unfinished work is cancelled. A review is
 stale as soon as the head moves after it.
 
-:func:`decide` is pure: facts in, one :class:`Decision` out. The shell
+Pure: :func:`decide` takes facts and returns one :class:`Decision`. The shell
 (:mod:`relay_engine.loop.pullstep`) gathers the facts, performs the decision's forge action
 and records the outcome.
 """

@@ -1,4 +1,6 @@
-"""What an agent's exit means for its task. Pure: the shell gathers the facts.
+"""What an agent's exit means for its task.
+
+Pure: the shell gathers the facts.
 
 An exit is judged in this order: the engine's own reason for stopping it (cancelled,
 lease lost, released on shutdown, timed out) wins; then a usage-limit signal (the

@@ -1,4 +1,6 @@
-"""Deciding which claimed work has lost its runner. Pure: the shell supplies liveness.
+"""Deciding which claimed work has lost its runner.
+
+Pure: the shell supplies liveness.
 
 Several engines may share one workspace or database, so work is only taken back when
 its owner is provably gone: on this host, the owner's pid with its start time no

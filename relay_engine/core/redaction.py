@@ -4,6 +4,9 @@ Values of environment variables whose names contain KEY, TOKEN or SECRET (the
 engine's own environment and every agent's ``env``) are replaced by ``***`` in
 recorded argv, prompt packets, event messages, results, errors, last-output lines,
 and — after the agent exits — in its stdout/stderr artifacts.
+
+Pure except :meth:`Redactor.for_agents`, which reads the engine's environment, and
+:meth:`Redactor.file`, which rewrites an artifact in place.
 """
 
 from __future__ import annotations

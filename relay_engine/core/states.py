@@ -3,6 +3,8 @@
 Every state change in relay goes through :func:`check_task`, :func:`check_plan`,
 :func:`check_job` or :func:`check_pull`, so an impossible change (a SUCCEEDED task running again, say)
 raises at the point where it would happen instead of corrupting the job graph.
+
+Pure: the tables and their checks, nothing else.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Operations: the transactions that apply decisions to rows, one funnel per kind of row."""

@@ -1,7 +1,7 @@
 """The job view's facts as text: pull request, final review, spend and budget, upstream,
 engines, the branch, and the planner rounds.
 
-Pure: views in, Rich Text out, so snapshot tests and the job view agree.
+Views in, Rich Text out (the read model's view types its only engine imports), so snapshot tests and the job view agree.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The task detail's facts as text: its summary line, its failure and where to read more,
 and the lines of its parsed output stream.
 
-Pure: views in, Rich Text out.
+Views in, Rich Text out: the read model's view types are its only engine imports.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Agent CLI adapters and their registry."""
+"""Agent CLI adapters and their registry.
+
+Pure: adapters build argv and parse bytes; :mod:`relay_engine.agents.runner` runs them.
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,8 @@ engine reads as it ticks and read stdin from a writer thread. Its schema types v
 four CLIs' recorded messages, but importing them costs ~0.4 s, they coerce values they do
 not know (an unknown tool ``kind`` becomes None) and relay reads a dozen fields; a tolerant
 reader of plain dicts keeps working when a vendor adds methods or ``_meta``.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 An adapter turns an `InvocationContext` into an argv (never a shell string) and supplies a
 `StreamParser` that reads the CLI's stdout incrementally and reports what it learned.
+
+Pure: bytes in, reports out; the runner owns the process and its files.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ does not pre-approve arrives as a ``control_request`` (`can_use_tool`) that clau
 and relay's answer goes back on stdin as a ``control_response``; an `AskUserQuestion` is
 such a request too, answered with the question's answers. After its `result` claude waits
 for the next user message; closing stdin ends it. (See docs/agent-clis.md.)
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

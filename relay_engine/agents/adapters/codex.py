@@ -4,6 +4,8 @@ The stream is JSONL: `thread.started` (thread_id, the resumable id), `turn.start
 `item.started`/`item.updated`/`item.completed` (agent_message, reasoning, command_execution,
 file_change, ...), then `turn.completed` with usage or `turn.failed` with an error; `error`
 events carry stream-level failures such as a usage limit.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Any command: an argv template with {prompt}, {prompt_file}, {result_file} and {cwd}
-substituted per element (never through a shell). Output is plain text."""
+substituted per element (never through a shell). Output is plain text.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
+"""
 
 from __future__ import annotations
 

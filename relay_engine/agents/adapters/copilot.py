@@ -12,6 +12,8 @@ information found." on stderr.
 copilot's own ``--allow-tool`` / ``--deny-tool`` (``shell(npm test:*)``, ``write(src/)``),
 where a deny wins even over ``--allow-all-tools``. The asking channel is ACP (``copilot
 --acp``, provider ``acp``).
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ The output is one (pretty-printed) JSON object: `{"response", "stats": {"models"
 "code"}}`; newer builds add `session_id`. Sessions resume with `--resume SESSION_ID`
 (documented under Session Management). JSONL from `--output-format stream-json`
 (init/message/result/error events) is understood too, so an override may use either.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Offline opencode retries for about a minute and prints only its final error. rel
 (``message="stream error" … Cannot connect to API``) and stops it after the second.
 A permission its config marks ``ask`` is auto-rejected by ``run``; the asking channel is
 ACP (``opencode acp``, provider ``acp``).
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ relay's permission channel is claude's control protocol, but qwen only uses it a
 ``initialize`` control request: the stdin conversation starts with one, then the prompt as a
 user line. ``auto-edit`` runs edits itself and asks relay about every shell command; without
 the channel ``auto-edit`` declines shell commands outright.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 The engine sets RELAY_SIM_SCRIPT itself. To exercise a real provider's parser, the engine pairs
 the sim executable with that provider's adapter via `InvocationContext.command` instead.
+
+Pure: argv is built and output parsed here; the runner runs the CLI.
 """
 
 from __future__ import annotations

@@ -1,0 +1,249 @@
+"""The engine end to end: real sim agent processes, a real database, the engine in a thread."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from helpers import (
+    Workspace,
+    count_by_task,
+    events,
+    executions,
+    job_toml,
+    jobs,
+    kill_quietly,
+    max_overlap,
+    occupancy_by_events,
+    pid_gone,
+    run_until_idle,
+    running_engine,
+    sim,
+    task_state,
+    wait_for,
+)
+
+from relay_engine.ops.commands import CancelTask, RetryTask
+from relay_engine.store.schema import Job
+
+WORKSTREAMS = ("api", "ui", "data")
+
+
+def three_stream_dag(count: int = 30, seed: int = 7) -> list[dict[str, Any]]:
+    """A random DAG: most tasks in one of three workstreams, some free, mixed priorities."""
+    rng = random.Random(seed)
+    defs: list[dict[str, Any]] = []
+    for i in range(count):
+        task: dict[str, Any] = {
+            "id": f"t{i:02d}",
+            "priority": rng.choice(["P0", "P1", "P2", "P3"]),
+            "sim": sim(duration=rng.choice([0.05, 0.1, 0.15])),
+        }
+        if i % 5 != 4:
+            task["workstream"] = WORKSTREAMS[i % 3]
+        if i >= 3:
+            task["depends_on"] = sorted({f"t{d:02d}" for d in rng.sample(range(i), k=min(i, 2))})
+        defs.append(task)
+    return defs
+
+
+def test_dag_runs_to_success_respecting_dependencies_capacity_and_workstreams(
+    workspace: Workspace,
+) -> None:
+    capacity = 3
+    workspace.configure(capacity=capacity)
+    definitions = three_stream_dag()
+    workspace.submit(job_toml("dag", definitions))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine(), timeout=90) is True
+
+    report = workspace.status()
+    assert [j["state"] for j in report["jobs"]] == ["SUCCEEDED"]
+    assert len(report["tasks"]) == 30
+    assert {t["state"] for t in report["tasks"]} == {"SUCCEEDED"}
+
+    runs = executions(store)
+    assert Counter(e.outcome for e in runs) == Counter({"succeeded": 30})
+    by_task = {e.task_key: e for e in runs}
+    deps = {f"dag/{d['id']}": d.get("depends_on", []) for d in definitions}
+    for key, dependencies in deps.items():
+        for dep in dependencies:
+            assert by_task[key].started_at >= by_task[f"dag/{dep}"].ended_at, (key, dep)
+    assert max_overlap((e.started_at, e.ended_at) for e in runs) <= capacity
+    streams = {f"dag/{d['id']}": d.get("workstream") for d in definitions}
+    for stream in WORKSTREAMS:
+        intervals = [(e.started_at, e.ended_at) for e in runs if streams[e.task_key] == stream]
+        assert max_overlap(intervals) == 1, stream
+
+    log = events(store)
+    position = {(e.kind, e.task_key): i for i, e in enumerate(log)}
+    for key, dependencies in deps.items():
+        for dep in dependencies:
+            assert position[("task.started", key)] > position[("task.succeeded", f"dag/{dep}")]
+    assert max(occupancy_by_events(log).values()) <= capacity
+    assert all(v == 1 for v in occupancy_by_events(log, streams.get).values() if v)
+
+
+def test_priority_decides_dispatch_order_at_capacity_one(workspace: Workspace) -> None:
+    workspace.configure(capacity=1)
+    order = ["P3", "P1", "P0", "P2", "P3", "P0"]
+    definitions = [
+        {"id": f"{p.lower()}-{i}", "priority": p, "sim": sim(0.05)} for i, p in enumerate(order)
+    ]
+    workspace.submit(job_toml("prio", definitions))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine()) is True
+
+    started = [e.task_key.split("/")[1] for e in events(store, "task.started")]
+    assert started == ["p0-2", "p0-5", "p1-1", "p2-3", "p3-0", "p3-4"]
+
+
+def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> None:
+    definitions = [
+        {"id": "flaky", "sim": sim(0.05, fail_attempts=1)},
+        {"id": "broken", "max_attempts": 2, "sim": sim(0.05, fail_attempts=5)},
+        {"id": "exit-one", "max_attempts": 1, "sim": sim(0.05, exit_code=1)},
+        {"id": "after-broken", "depends_on": ["broken"], "sim": sim(0.05)},
+        {"id": "after-after", "depends_on": ["after-broken", "flaky"], "sim": sim(0.05)},
+        {"id": "after-flaky", "depends_on": ["flaky"], "sim": sim(0.05)},
+    ]
+    workspace.submit(job_toml("fail", definitions, troubleshoot=False))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine()) is False
+
+    report = workspace.status()
+    (job,) = report["jobs"]
+    assert (job["state"], job["error"]) == ("BLOCKED", None)  # it never fails by itself
+    assert job["blocked_by"].startswith("broken failed (and 1 more): exit 1: sim error")
+    assert "relay retry fail/broken, relay drop fail/broken, relay replan fail" in job["blocked_by"]
+    state = {t["id"]: t for t in report["tasks"]}
+    assert (state["flaky"]["state"], state["flaky"]["attempt"]) == ("SUCCEEDED", 2)
+    assert state["after-flaky"]["state"] == "SUCCEEDED"
+    assert (state["broken"]["state"], state["broken"]["attempt"]) == ("FAILED", 2)
+    assert "simulated failure" in state["broken"]["error"]
+    assert (state["exit-one"]["state"], state["exit-one"]["attempt"]) == ("FAILED", 1)
+    assert state["exit-one"]["error"].startswith("exit 1")
+    for blocked in ("after-broken", "after-after"):
+        assert (state[blocked]["state"], state[blocked]["blocked_by"]) == ("DRAFT", "broken")
+
+    assert count_by_task(executions(store)) == Counter(
+        {"fail/flaky": 2, "fail/broken": 2, "fail/exit-one": 1, "fail/after-flaky": 1}
+    )
+    assert count_by_task(events(store, "task.retrying")) == Counter(
+        {"fail/flaky": 1, "fail/broken": 1}
+    )
+
+    # Retrying the blocker unblocks its dependents, each with an event of its own, so a
+    # console that reloads only the rows events name shows them unblocked at once.
+    from relay_engine.ops import commands
+
+    store.enqueue_command("retry", {"task": "fail/broken"})
+    commands.apply_pending(store, "test", now=1.0)
+    unblocked = sorted(e.task_key for e in events(store, "task.unblocked"))
+    assert unblocked == ["fail/after-after", "fail/after-broken"]
+    state = {t["id"]: t for t in workspace.status()["tasks"]}
+    assert state["after-broken"]["blocked_by"] is None
+
+
+def test_cancel_kills_the_whole_process_group_and_retry_runs_it_again(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    grandchild_file = tmp_path / "grandchild.pid"
+    script = sim(duration=1.0, lines=2, spawn_grandchild=True)
+    script["grandchild_pid_file"] = str(grandchild_file)
+    workspace.submit(job_toml("cx", [{"id": "long", "sim": script}, {"id": "other"}]))
+    store = workspace.store()
+    engine = workspace.engine()
+    key = "cx/long"
+    pids: list[int] = []
+    try:
+        with running_engine(engine):
+            wait_for(grandchild_file.exists, what="the grandchild to start")
+            wait_for(lambda: task_state(store, key) == "RUNNING", what="long to run")
+            pids.append(int(grandchild_file.read_text()))
+            agent_pid = next(e.pid for e in executions(store) if e.task_key == key)
+            grandchild_file.unlink()
+
+            engine.submit(CancelTask(task=key))
+
+            wait_for(lambda: task_state(store, key) == "CANCELLED", what="the cancel")
+            wait_for(lambda: pid_gone(pids[0]) and pid_gone(agent_pid), what="processes to die")
+
+            engine.submit(RetryTask(task=key))
+            wait_for(lambda: task_state(store, key) == "SUCCEEDED", timeout=30, what="retry")
+            if grandchild_file.exists():
+                pids.append(int(grandchild_file.read_text()))
+    finally:
+        for pid in pids:
+            kill_quietly(pid)
+
+    kinds = [e.kind for e in events(store) if e.task_key == key]
+    assert kinds.index("task.cancelled") < kinds.index("task.retried") < len(kinds)
+    after_retry = kinds[kinds.index("task.retried") :]
+    assert after_retry[:3] == ["task.retried", "task.started", "task.succeeded"]
+    assert Counter(e.outcome for e in executions(store) if e.task_key == key) == Counter(
+        {"cancelled": 1, "succeeded": 1}
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_an_agent_spewing_100mb_of_binary_leaves_engine_memory_bounded(
+    sqlite_workspace: Workspace,
+) -> None:
+    workspace = sqlite_workspace
+    script = sim(duration=0.05, output_bytes=100_000_000, binary=True)
+    workspace.submit(job_toml("spew", [{"id": "noisy", "sim": script}]))
+    engine = workspace.engine()
+    me = psutil.Process()
+    baseline = me.memory_info().rss
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        ok = run_until_idle(engine, timeout=150)
+    finally:
+        done.set()
+        sampler.join(2)
+
+    assert ok is True
+    assert task_state(engine.store, "spew/noisy") == "SUCCEEDED"
+    assert jobs(engine.store)["spew"].state == "SUCCEEDED"
+    growth_mb = (peak[0] - baseline) / 1e6
+    assert growth_mb < 100, f"engine RSS grew by {growth_mb:.0f} MB"
+    stdout = Path(next(iter(executions(engine.store))).artifact_dir or "") / "stdout.txt"
+    kept = 16 << 20  # [engine] max_artifact_bytes: the start and the end, the middle cut
+    assert kept < stdout.stat().st_size < kept + 200
+    with open(stdout, "rb") as fh:
+        fh.seek(kept // 2)
+        marker = fh.read(100)
+    assert marker.startswith(b"\n[relay: ") and b" bytes cut here: " in marker
+
+
+def test_a_job_left_active_by_a_dead_engine_is_settled_by_the_next(workspace: Workspace) -> None:
+    workspace.submit(job_toml("orphan-job", [{"id": "only", "sim": sim(0.05)}]))
+    store = workspace.store()
+    assert run_until_idle(workspace.engine()) is True
+    with store.write() as session:  # as if the engine died between the task and the job
+        job = session.get(Job, "orphan-job")
+        assert job is not None
+        job.state = "ACTIVE"
+        session.add(job)
+
+    assert run_until_idle(workspace.engine()) is True
+    assert jobs(store)["orphan-job"].state == "SUCCEEDED"
