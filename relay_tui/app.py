@@ -112,8 +112,8 @@ class RelayApp(
         self.crash_error: BaseException | None = None
         self.feed = FeedReader(
             self.store,
-            deliver=lambda snapshot: self.post_message(SnapshotLoaded(snapshot)),
-            failed=lambda error: self.post_message(FeedFailed(error)),
+            deliver=self._post_snapshot,
+            failed=self._post_feed_failure,
             poll_interval=poll_interval,
             lease_seconds=self.config.engine.lease_seconds,
             clock=clock,
@@ -126,7 +126,7 @@ class RelayApp(
                 self.store,
                 self.config,
                 on_change=self.feed.nudge,
-                on_stopped=lambda error: self.post_message(EngineStopped(error)),
+                on_stopped=self._post_engine_stop,
             )
         self._quit_started = False
         self._approve_offered: bool | None = None
@@ -135,6 +135,16 @@ class RelayApp(
         self.keymap_in_use: dict[str, str] = {}
         """relay.toml's keymap less the entries refused for a clash (what help lists)."""
 
+    # Called from the feed's and the engine's threads: posting a message is thread-safe.
+    def _post_snapshot(self, snapshot: Snapshot) -> None:
+        self.post_message(SnapshotLoaded(snapshot))
+
+    def _post_feed_failure(self, error: str) -> None:
+        self.post_message(FeedFailed(error))
+
+    def _post_engine_stop(self, error: str | None) -> None:
+        self.post_message(EngineStopped(error))
+
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
         svg = super().export_screenshot(title=title, simplify=simplify)
         # Without it rsvg drops each span's leading space ("✔schema", "running· try 1/3").
@@ -142,7 +152,8 @@ class RelayApp(
 
     def action_command_palette(self) -> None:
         """Textual's palette with page moves that cannot crash (see :class:`SafePalette`)."""
-        if self.use_command_palette and not SafePalette.is_open(self):
+        # textual types is_open(app: App[object]), but App is invariant: no App[None] fits
+        if self.use_command_palette and not SafePalette.is_open(self):  # type: ignore[arg-type]
             self.push_screen(SafePalette(id="--command-palette"))
 
     def search_themes(self) -> None:
@@ -153,7 +164,11 @@ class RelayApp(
         self, commands: Sequence[CommandListItem], placeholder: str = "Search for commands…"
     ) -> AwaitMount:
         return self.push_screen(
-            SafePalette(providers=[SimpleProvider(self.screen, commands)], placeholder=placeholder)
+            # textual types providers as classes, yet its own search_commands passes this
+            SafePalette(
+                providers=[SimpleProvider(self.screen, list(commands))],  # type: ignore[list-item]
+                placeholder=placeholder,
+            )
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -406,7 +421,7 @@ class RelayApp(
         )
         main.set_header(header)
         table = main.active_table()
-        sort = table.sort if isinstance(table, SortableTable) else None
+        sort = table.current_sort if isinstance(table, SortableTable) else None
         main.set_status(
             status_line(
                 screen_target(main).label,

@@ -10,11 +10,14 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
+
+if TYPE_CHECKING:  # imported when the thread starts: the console opens without it
+    from relay_engine.loop.engine import Engine
 
 STOP_TIMEOUT = 20.0
 
@@ -38,7 +41,7 @@ class EngineThread:
         self.workspace = workspace
         self.store = store
         self.config = config
-        self.engine: Any = None
+        self.engine: Engine | None = None
         self._on_change = on_change
         self._on_stopped = on_stopped
         self._stop = threading.Event()

@@ -19,7 +19,6 @@ gone. The server reaps its children and exits when the engine's end closes.
 
 from __future__ import annotations
 
-import _signal as signal
 import contextlib
 import gc
 import json
@@ -28,8 +27,26 @@ import select
 import socket
 import sys
 
+TYPE_CHECKING = False  # not typing's, which the fork server does not import
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import supervisor as sup  # the script's own directory, as when run as a script
+if TYPE_CHECKING:  # typeshed has no stubs for _signal; mypy finds supervisor in its package
+    import signal
+    from typing import TypedDict
+
+    from relay_engine.agents import supervisor as sup
+
+    class Request(TypedDict):
+        """A request as the engine writes it (``runner.ForkServer.spawn``), read from JSON."""
+
+        argv: list[str]
+        env: dict[str, str]
+        cwd: str
+        options: dict[str, str]
+else:
+    import _signal as signal
+
+    import supervisor as sup  # the script's own directory, as when run as a script
 
 FDS = 4  # stdin, stdout, stderr, control
 HEADER = 8
@@ -66,7 +83,7 @@ def tag_environ(execution_id: str) -> bool:
     return True
 
 
-def _receive(conn: socket.socket) -> tuple[dict[str, object], list[int]] | None:
+def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
     """One request and its descriptors; None at end-of-file (the engine is gone)."""
     data, ancillary, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(FDS * 4))
     if not data:
@@ -88,7 +105,7 @@ def _receive(conn: socket.socket) -> tuple[dict[str, object], list[int]] | None:
     return json.loads(bytes(body)), fds
 
 
-def _child(request: dict[str, object], fds: list[int], server_fds: list[int]) -> None:
+def _child(request: Request, fds: list[int], server_fds: list[int]) -> None:
     """In the forked child: become the supervisor of this request's agent; never returns."""
     code = 127
     try:
@@ -104,12 +121,12 @@ def _child(request: dict[str, object], fds: list[int], server_fds: list[int]) ->
                 os.close(fd)
         os.chdir(str(request["cwd"]))
         os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})  # type: ignore[call-overload]
+        os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
         tag_environ(os.environ.get("RELAY_EXECUTION_ID", ""))
-        options = {str(k): str(v) for k, v in dict(request["options"]).items()}  # type: ignore[call-overload]
+        options = {str(k): str(v) for k, v in dict(request["options"]).items()}
         options["--control"] = str(fds[3])
         gc.disable()  # a collection would touch (and copy) every page shared with the server
-        sup.main_with(options, [str(arg) for arg in request["argv"]])  # type: ignore[attr-defined]
+        sup.main_with(options, [str(arg) for arg in request["argv"]])
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.write(2, f"relay: supervisor could not start: {error}\n".encode())
@@ -136,7 +153,8 @@ def serve(conn: socket.socket) -> None:
     gc.collect()
     gc.freeze()  # the forks' pages stay shared: no collection touches them
     while True:
-        ready, _, _ = select.select([conn, wake_r], [], [])
+        watched: list[socket.socket | int] = [conn, wake_r]
+        ready, _, _ = select.select(watched, [], [])
         if wake_r in ready:
             os.read(wake_r, 512)
             _reap()

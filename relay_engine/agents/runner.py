@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import psutil
 
@@ -97,7 +97,7 @@ class RunningProcess:
         pid: int,
         started_at: float,
         control: socket.socket,
-        stdin: BinaryIO | None = None,
+        stdin: IO[bytes] | None = None,
     ):
         self.spec = spec
         self.execution_id = spec.execution_id
@@ -350,7 +350,7 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
 
 def _start_supervisor(
     spec: LaunchSpec, control_fd: int
-) -> tuple[int, BinaryIO | None, subprocess.Popen[bytes] | None]:
+) -> tuple[int, IO[bytes] | None, subprocess.Popen[bytes] | None]:
     """(the supervisor's pid, the agent's stdin if relay writes it, the Popen when the
     supervisor is our own child): forked by the engine's fork server, or started as a
     script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run)."""
@@ -528,10 +528,10 @@ class ForkServer:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def spawn(self, spec: LaunchSpec, control_fd: int) -> tuple[int, BinaryIO | None]:
+    def spawn(self, spec: LaunchSpec, control_fd: int) -> tuple[int, IO[bytes] | None]:
         """Fork a supervisor for ``spec`` with output straight to its artifact files:
         (its pid, the agent's stdin when relay writes to it)."""
-        stdin_w: BinaryIO | None = None
+        stdin_w: IO[bytes] | None = None
         with (
             open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
             open(spec.artifact_dir / STDERR_NAME, "wb") as err,

@@ -31,11 +31,16 @@ Without ``prctl`` (not Linux) it still supervises the agent and its process grou
 
 from __future__ import annotations
 
-import _signal as signal  # the C module: ``signal`` would import enum, 4 ms of each start
 import os
 import select
 import sys
 import time
+
+TYPE_CHECKING = False  # not typing's: this script does not import typing (see below)
+if TYPE_CHECKING:  # typeshed has no stubs for _signal, which signal re-exports
+    import signal
+else:
+    import _signal as signal  # the C module: ``signal`` would import enum, 4 ms of each start
 
 # Only modules Python has loaded anyway, plus select, _signal and (for prctl) ctypes: this
 # script starts once per agent, so every import is paid for on every task.

@@ -31,7 +31,7 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
 from relay_engine.store import spend
-from relay_engine.store.db import Store
+from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns
 from relay_engine.store.read_model import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
 from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT
@@ -95,7 +95,7 @@ agents reads them every tick; whole ORM rows, with every JSON column, cost 18 ms
 
 def busy_tasks(session: Session) -> list[Any]:
     """Claimed tasks still queued or running, as rows of :data:`BUSY_COLUMNS`."""
-    rows = session.exec(select(*BUSY_COLUMNS).where(claimed()))
+    rows = column_rows(session, select_columns(*BUSY_COLUMNS).where(claimed()))
     return [row for row in rows if row.state in BUSY_STATES]
 
 
@@ -157,9 +157,9 @@ def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
     return sum(1 for task in tasks if task.lease_owner == engine_id)
 
 
-def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> Any:
+def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> ColumnsSelect:
     """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
-    query = select(*QUEUE_COLUMNS).where(
+    query = select_columns(*QUEUE_COLUMNS).where(
         Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
     )
     if exclude:
@@ -173,7 +173,7 @@ def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> Any:
 def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[str]) -> list[Any]:
     """Work back from a provider limit, which dispatches first: few rows, found through
     their own index and checked here (see :func:`_claimed` for why not in SQL)."""
-    rows = session.exec(select(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
+    rows = column_rows(session, select_columns(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
     return [
         r
         for r in rows
@@ -193,13 +193,13 @@ def _top_of_queue(
     page = max(4 * free, QUEUE_PAGE_MIN)
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
-    order = (Task.priority, Task.created_at, Task.key)
+    order = (col(Task.priority), col(Task.created_at), col(Task.key))
     after: tuple[Any, ...] | None = None
     while True:
         query = _ready(busy, exclude).where(col(Task.resumed_at).is_(None))
         if after is not None:
             query = query.where(tuple_(*order) > tuple_(*after))
-        batch = list(session.exec(query.order_by(*order).limit(page)))
+        batch = list(column_rows(session, query.order_by(*order).limit(page)))
         rows += batch
         if len(batch) < page or _fills(rows, running, free):
             return rows
@@ -320,12 +320,12 @@ class _Fleet:
 
     @classmethod
     def read(cls, session: Session, engine_id: str) -> _Fleet:
-        query = select(
+        query = select_columns(
             Task.job_id, Task.workstream, Task.lock_dir, Task.state, Task.lease_owner,
             Task.agent, Task.provider,
         ).where(claimed())  # fmt: skip
         fleet = cls(0, FleetCounts(), set())
-        for row in session.exec(query):
+        for row in column_rows(session, query):
             if row.state in BUSY_STATES:
                 fleet.mine += row.lease_owner == engine_id
                 fleet.counts.add(row.agent, row.provider)
@@ -354,7 +354,8 @@ def _hold_fleet_caps(
     if store.is_sqlite:
         return
     for name in caps.lock_names((s.agent_id, s.provider) for _, s in wanted):
-        session.exec(text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name)))
+        lock = text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=lock_key(name))
+        session.exec(lock)  # type: ignore[call-overload]  # sqlmodel: exec runs text(), untyped
 
 
 CLAIM_LOCK_TIMEOUT_MS = 100
@@ -365,7 +366,8 @@ def _wait_no_more(session: Session, store: Store) -> None:
     taken with SKIP LOCKED, and whatever else might still wait (a scope index entry another
     session is writing) gives up within this bound and costs only its own task."""
     if not store.is_sqlite:
-        session.exec(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
+        timeout = text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}")
+        session.exec(timeout)  # type: ignore[call-overload]  # sqlmodel: exec runs text(), untyped
 
 
 def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
@@ -389,9 +391,8 @@ def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:
     if store.is_sqlite:
         return True
     for scope in sorted(scopes):
-        taken = session.exec(
-            text("SELECT pg_try_advisory_xact_lock(:k)").bindparams(k=lock_key(scope))
-        ).one()[0]
+        lock = text("SELECT pg_try_advisory_xact_lock(:k)").bindparams(k=lock_key(scope))
+        taken = session.exec(lock).one()[0]  # type: ignore[call-overload]  # sqlmodel: as above
         if not taken:
             return False
     return True

@@ -354,7 +354,7 @@ class Engine:
         with self.store.read() as session:
             query = select(Task.key).where(col(Task.state).in_(active))
             if waits == "timed":
-                timed = (Task.state == TaskState.PARKED) & col(Task.not_before).is_not(None)
+                timed = (col(Task.state) == TaskState.PARKED) & col(Task.not_before).is_not(None)
                 query = select(Task.key).where(or_(col(Task.state).in_(active), timed))
             if session.exec(query.limit(1)).first() is not None:
                 return False
@@ -400,7 +400,7 @@ class Engine:
                     update(table)
                     .where(col(table.execution_id).in_(held))
                     .values(lease_expires_at=lease_until)
-                    .returning(table.execution_id)
+                    .returning(col(table.execution_id))
                 )
                 renewed.update(session.execute(renewal).scalars())
         self.runtime.extend_deadlines(lease_until, renewed)

@@ -39,10 +39,10 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
     states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
     decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
     transitive = blocked_upstream | {
-        t.key: deps[task_key(t.job_id, d)].blocked_by
+        t.key: blocker
         for t in drafts
         for d in t.dependencies
-        if task_key(t.job_id, d) in deps and deps[task_key(t.job_id, d)].blocked_by
+        if (dep := deps.get(task_key(t.job_id, d))) is not None and (blocker := dep.blocked_by)
     }
     if not decision.to_queue and not decision.blocked and not transitive:
         return False
@@ -130,7 +130,7 @@ def _settled_manual_job(session: Session, job_id: str) -> bool:
     unsettled = (
         select(Task.key)
         .where(Task.job_id == job_id, col(Task.state).in_(list(ACTIVE_TASK_STATES)))
-        .where(or_(Task.state != TaskState.DRAFT, col(Task.blocked_by).is_(None)))
+        .where(or_(col(Task.state) != TaskState.DRAFT, col(Task.blocked_by).is_(None)))
         .limit(1)
     )
     return session.exec(unsettled).first() is None

@@ -228,9 +228,9 @@ class Reaper:
         claims = {e.live.task_key or "": e.live.execution_id for e in todo}
         with runtime.store.write() as session:
             owned = fenced_tasks(session, claims)
-            for task in owned.values():
-                task.lease_expires_at = now + runtime.config.engine.lease_seconds
-                session.add(task)
+            for row in owned.values():
+                row.lease_expires_at = now + runtime.config.engine.lease_seconds
+                session.add(row)
         for exit_ in todo:
             task = owned.get(exit_.live.task_key or "")
             settled = replace(exit_, tree_settled=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from relay_engine.agents.launch import artifact_dir
 from relay_engine.agents.runner import kill_execution, read_record, recorded_group
@@ -21,6 +21,7 @@ from relay_engine.core.states import PlanState, TaskState, check_plan
 from relay_engine.loop import dispatch
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops.completion import fail_task, fenced_task, finish_execution_row
+from relay_engine.store.db import column_rows, select_columns
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Execution, Plan, Task
 from relay_engine.store.task_rows import move_task
@@ -63,7 +64,7 @@ def recover_tasks(runtime: EngineRuntime, now: float) -> bool:
                 t.max_attempts,
                 t.recoveries,
             )
-            for t in session.exec(select(*_CLAIM_COLUMNS).where(dispatch.claimed()))
+            for t in column_rows(session, select_columns(*_CLAIM_COLUMNS).where(dispatch.claimed()))
             if t.state in dispatch.BUSY_STATES and t.execution_id not in mine
         ]
     decisions = runtime.lost_claims(claims, now)

@@ -36,6 +36,7 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop import dispatch
 from relay_engine.loop.crashpoints import crash_point
+from relay_engine.loop.dispatch import Claim, QueueKept
 from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
@@ -105,8 +106,8 @@ class Starter:
         self._said: dict[str, tuple[str, ...]] = {}  # execution -> operator notes in its prompt
         self._batch = _Batch({}, [])
         # Kept between full ticks (see QueueKept): the queue's jobs and pins, the rules.
-        self._kept: tuple[dispatch.QueueKept, list[PermissionRule] | None, int] = (
-            dispatch.QueueKept(),
+        self._kept: tuple[QueueKept, list[PermissionRule] | None, int] = (
+            QueueKept(),
             None,
             -1,
         )
@@ -136,10 +137,10 @@ class Starter:
                 break
         return changed
 
-    def _kept_now(self) -> tuple[dispatch.QueueKept, list[PermissionRule] | None, int]:
+    def _kept_now(self) -> tuple[QueueKept, list[PermissionRule] | None, int]:
         """What dispatch kept, unless the engine forgot it since (a full tick, a change)."""
         if self._kept[2] != self.runtime.generation:
-            self._kept = (dispatch.QueueKept(), None, self.runtime.generation)
+            self._kept = (QueueKept(), None, self.runtime.generation)
         return self._kept
 
     def _dispatch_round(self, now: float, passed_over: set[str]) -> bool | None:
@@ -224,8 +225,8 @@ class Starter:
             budgeted=known[0] if known else None,
             mine=known[1] if known else None,
         )
-        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
-        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]] = []
+        started: list[tuple[Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
+        failed: list[tuple[Claim, str | AgentFailure | Deferred]] = []
         # Writing artifacts and forking wait on the disk and the scheduler, not the CPU:
         # overlapping them keeps a burst of starts from stalling the loop.
         for claim, result in zip(claims, self._spawner.map(self._prepare, claims), strict=True):
@@ -244,8 +245,8 @@ class Starter:
 
     def _record_starts(
         self,
-        started: list[tuple[dispatch.Claim, LiveExecution, LaunchSpec, LaunchRequest]],
-        failed: list[tuple[dispatch.Claim, str | AgentFailure | Deferred]],
+        started: list[tuple[Claim, LiveExecution, LaunchSpec, LaunchRequest]],
+        failed: list[tuple[Claim, str | AgentFailure | Deferred]],
         now: float,
     ) -> None:
         with self.runtime.store.write() as session:
@@ -265,7 +266,7 @@ class Starter:
             raise DiskFull("no space left for the artifacts of new executions")
 
     def _prepare(
-        self, claim: dispatch.Claim
+        self, claim: Claim
     ) -> tuple[LiveExecution, LaunchSpec, LaunchRequest] | str | AgentFailure | Deferred:
         """Build and start one claimed task's agent; why, when it cannot start (an
         :class:`AgentFailure` when the agent's CLI is missing, a :class:`Deferred` when the
@@ -299,9 +300,7 @@ class Starter:
         self._keep_failure(claim, StartFailure(stage, _describe(failed)), prompt)
         return failed
 
-    def _keep_failure(
-        self, claim: dispatch.Claim, failure: StartFailure, prompt: str | None
-    ) -> None:
+    def _keep_failure(self, claim: Claim, failure: StartFailure, prompt: str | None) -> None:
         redact = self.runtime.redactor.text
         text = error_text(claim.task, claim.selected.agent_id, failure)
         directory = artifact_dir(self.runtime.workspace, claim.execution_id)
@@ -363,7 +362,7 @@ class Starter:
         return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
 
     def _launch_request(
-        self, claim: dispatch.Claim, agent: AgentConfig, assembled: _Assembled
+        self, claim: Claim, agent: AgentConfig, assembled: _Assembled
     ) -> LaunchRequest:
         """Where the agent will run: a fresh worktree when the job's repo is git."""
         task, job = claim.task, assembled.job

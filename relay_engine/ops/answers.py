@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from sqlmodel import Session, col, select, update
 
-from relay_engine.contracts.planner import PlanRejected, validate_assessor_output
-from relay_engine.contracts.review import validate_review_output
+from relay_engine.contracts.planner import AssessorResult, PlanRejected, validate_assessor_output
+from relay_engine.contracts.review import ReviewResult, validate_review_output
 from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.store.schema import Execution, Review, Task
 
@@ -24,6 +24,7 @@ def vet_answer(session: Session, task: Task, outcome: Outcome) -> Outcome:
     if task.kind not in ANSWER_NAMES or outcome.kind is not OutcomeKind.SUCCEEDED:
         return outcome
     raw = outcome.data if outcome.data is not None else outcome.summary
+    verdict: ReviewResult | AssessorResult | PlanRejected
     if task.kind == "review":
         final = session.exec(select(Review.id).where(Review.task_key == task.key)).first()
         if final is None:  # a review task a plan asked for is ordinary work

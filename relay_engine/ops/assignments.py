@@ -211,16 +211,16 @@ def sync_agents(
             session.delete(record)
     for agent in configured.values():
         ensure_row(session, AgentRecord, engine_id=engine_id, id=agent.id)
-        record = session.get(AgentRecord, (engine_id, agent.id))
-        assert record is not None
-        record.provider = agent.provider
-        record.roles = list(agent.roles)
-        record.model_class = agent.model_class
-        record.enabled = agent.enabled
-        record.max_concurrent = agent.max_concurrent
-        record.account = agent.account
-        record.updated_at = now
-        session.add(record)
+        row = session.get(AgentRecord, (engine_id, agent.id))
+        assert row is not None
+        row.provider = agent.provider
+        row.roles = list(agent.roles)
+        row.model_class = agent.model_class
+        row.enabled = agent.enabled
+        row.max_concurrent = agent.max_concurrent
+        row.account = agent.account
+        row.updated_at = now
+        session.add(row)
     engine = session.get(EngineRecord, engine_id) if engine_id else None
     if engine is not None:
         engine.slots = slots
@@ -235,6 +235,6 @@ def _drop_agents_of_gone_engines(session: Session, engine_id: str, silent_since:
     )
     session.exec(
         delete(AgentRecord)
-        .where(AgentRecord.engine_id != engine_id, col(AgentRecord.engine_id).not_in(live))
+        .where(col(AgentRecord.engine_id) != engine_id, col(AgentRecord.engine_id).not_in(live))
         .execution_options(synchronize_session=False)
     )

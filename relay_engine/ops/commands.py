@@ -284,7 +284,9 @@ def parse(kind: str, payload: dict[str, Any] | None) -> OperatorCommand:
 def apply_pending(store: Store, applier: str, now: float) -> list[AppliedCommand]:
     """Apply every command nobody has applied yet, each in its own transaction."""
     with store.read() as session:
-        query = select(Command.id).where(col(Command.applied_at).is_(None)).order_by(Command.id)
+        query = (
+            select(Command.id).where(col(Command.applied_at).is_(None)).order_by(col(Command.id))
+        )
         pending = list(session.exec(query))
     return [a for a in (_apply_one(store, cid, applier, now) for cid in pending) if a]
 

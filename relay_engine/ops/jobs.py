@@ -4,6 +4,7 @@ front), cancel one, cancel what is left of one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlmodel import Session, select
 
@@ -63,9 +64,11 @@ def submit_job(
                 state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
                 after=list(job_def.after),
                 troubleshoot=job_def.troubleshoot,
-                budget_usd=_first(job_def.budget_usd, engine and engine.default_budget_usd),
+                budget_usd=_first(
+                    job_def.budget_usd, engine.default_budget_usd if engine else None
+                ),
                 budget_tokens=_first(
-                    job_def.budget_tokens, engine and engine.default_budget_tokens
+                    job_def.budget_tokens, engine.default_budget_tokens if engine else None
                 ),
                 spec_hash=spec.spec_hash(),
                 source_path=str(spec.source),
@@ -87,7 +90,10 @@ def submit_job(
     return SubmitOutcome(job_def.id, created=True, task_count=len(spec.tasks))
 
 
-def _first(*values: float | None) -> float | None:
+_T = TypeVar("_T")
+
+
+def _first(*values: _T | None) -> _T | None:
     return next((v for v in values if v is not None), None)
 
 

@@ -137,15 +137,15 @@ def unblock_revived(store: Store, now: float) -> bool:
         query = select(Task.blocked_by).where(
             Task.state == TaskState.DRAFT, col(Task.blocked_by).contains("/")
         )
-        blockers = sorted(set(session.exec(query.distinct())))
+        blockers = sorted({b for b in session.exec(query.distinct()) if b is not None})
         states = _task_states(session, blockers)
     revived = [key for key in blockers if states.get(key) not in DEAD_TASKS]
     if not revived:
         return False
     with store.write() as session:
         for blocker in revived:
-            query = select(Task).where(Task.state == TaskState.DRAFT, Task.blocked_by == blocker)
-            for task in session.exec(query):
+            held = select(Task).where(Task.state == TaskState.DRAFT, Task.blocked_by == blocker)
+            for task in session.exec(held):
                 mark_blocked(session, task, None, f"{task.key} waits on {blocker} again", now)
     return True
 

@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel.sql.expression import Select
 
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
 from relay_engine.store import migrate
@@ -40,6 +41,22 @@ PING_AFTER_IDLE_S = 1.0  # a pooled connection idle this long is checked before 
 
 SchemaError = migrate.SchemaMismatch
 DEFAULT_LEASE_S = 90.0  # how recent a heartbeat keeps an upgrade off (EngineConfig's default)
+
+
+ColumnsSelect = Select[*tuple[Any, ...]]
+"""A select of named columns (plain rows, not ORM objects)."""
+
+
+def select_columns(*columns: Any) -> ColumnsSelect:
+    """What ``sqlmodel.select(*columns)`` builds for two columns or more; sqlmodel types its
+    ``select`` for at most four."""
+    return Select(*columns)
+
+
+def column_rows(session: Session, query: ColumnsSelect) -> Iterator[Any]:
+    """The rows of a :func:`select_columns` query, read by column name (``row.key``):
+    SQLAlchemy's ``Row`` attributes are untyped (its stubs see a plain tuple)."""
+    return iter(session.exec(query))
 
 
 def default_db_url(workspace: Path) -> str:

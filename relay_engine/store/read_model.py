@@ -30,7 +30,7 @@ from relay_engine.core.selection import FleetView
 from relay_engine.core.states import JobState, TaskState
 from relay_engine.core.waits import AgentHome, GateState, Wait, job_wait, pinned_wait, task_wait
 from relay_engine.core.waits import TaskFacts as WaitFacts
-from relay_engine.store.db import DEFAULT_LEASE_S
+from relay_engine.store.db import DEFAULT_LEASE_S, ColumnsSelect, column_rows, select_columns
 from relay_engine.store.engines import why_gone
 from relay_engine.store.plan_rows import allowed_wave, gated_keys
 from relay_engine.store.schema import (
@@ -181,13 +181,13 @@ def read_tasks(
 ) -> list[TaskView]:
     """Tasks in job, wave and creation order; of ``job_ids`` or ``keys`` when given."""
     order = (col(Task.job_id), col(Task.wave), col(Task.created_at))
-    query = select(*TASK_COLUMNS).order_by(*order)  # type: ignore[call-overload]
+    query = select_columns(*TASK_COLUMNS).order_by(*order)
     column, values = (Task.job_id, job_ids) if job_ids is not None else (Task.key, keys)
     if values is None:
-        return [TaskView.from_row(row, clip=clip) for row in session.exec(query)]
+        return [TaskView.from_row(row, clip=clip) for row in column_rows(session, query)]
     found: list[TaskView] = []
     for chunk in _chunks(sorted(set(values))):
-        rows = session.exec(query.where(col(column).in_(chunk)))
+        rows = column_rows(session, query.where(col(column).in_(chunk)))
         found += [TaskView.from_row(row, clip=clip) for row in rows]
     return found
 
@@ -243,7 +243,7 @@ def spend_by(
     unpriced = case((col(Execution.cost_usd).is_(None) & (tokens > 0), 1), else_=0)
     priced = col(Execution.cost_usd).is_not(None)
     estimated = case((priced & col(Execution.cost_estimated), 1), else_=0)  # no max(bool) in PG
-    query = select(
+    query = select_columns(
         column,
         func.sum(func.coalesce(Execution.cost_usd, 0.0)),
         func.max(estimated),
@@ -267,7 +267,7 @@ def spend_since(session: Session, since: float) -> SpendView:
     """Spend of the executions started at or after ``since`` (today's, for a header)."""
     found = _spend_rows(
         session,
-        select(
+        select_columns(
             func.min(1),
             func.sum(func.coalesce(Execution.cost_usd, 0.0)),
             func.max(case((col(Execution.cost_estimated), 1), else_=0)),
@@ -281,7 +281,7 @@ def spend_since(session: Session, since: float) -> SpendView:
     return next(iter(found.values()), NO_SPEND)
 
 
-def _spend_rows(session: Session, query: Any) -> dict[str, SpendView]:
+def _spend_rows(session: Session, query: ColumnsSelect) -> dict[str, SpendView]:
     return {
         key: SpendView(
             float(cost or 0), bool(estimated), int(inp or 0), int(out or 0), int(cached or 0),
@@ -303,7 +303,8 @@ def _with_models(
             .distinct()
         )
         for key, model in session.exec(query):
-            models.setdefault(key, set()).add(model)
+            if model is not None:  # the query's own condition: mypy cannot see it
+                models.setdefault(key, set()).add(model)
     return {
         key: _replace_models(view, tuple(sorted(models.get(key, ()))))
         for key, view in spend.items()
@@ -1123,9 +1124,9 @@ def _pinned_waits(
         for a in session.exec(select(Assignment).where(Assignment.status == "active"))
         if job_id is None or a.job_id == job_id
     }
-    query = select(Task.key, Task.job_id, Task.workstream, Task.role, Task.pinned_agent).where(
-        Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
-    )
+    query = select_columns(
+        Task.key, Task.job_id, Task.workstream, Task.role, Task.pinned_agent
+    ).where(Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None))
     pinned_jobs = sorted({job for job, _, _ in pins})
     query = query.where(or_(col(Task.pinned_agent).is_not(None), col(Task.job_id).in_(pinned_jobs)))
     if job_id is not None:

@@ -7,9 +7,10 @@ Every reader of spend goes through here (dispatch, the claim transaction, ``rela
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sqlalchemy import ColumnElement
 from sqlmodel import Session, col, func, select
 
 from relay_engine.contracts.config import RelayConfig
@@ -20,7 +21,7 @@ from relay_engine.store.db import Store
 from relay_engine.store.schema import Execution, Job
 
 
-def _tokens() -> object:
+def _tokens() -> ColumnElement[int]:
     return func.coalesce(Execution.input_tokens, 0) + func.coalesce(Execution.output_tokens, 0)
 
 
@@ -40,7 +41,7 @@ def job_spend(session: Session, job_ids: Iterable[str]) -> dict[str, Spend]:
     }
 
 
-def daily_spend(session: Session, column: object, now: float) -> dict[str, float]:
+def daily_spend(session: Session, column: Any, now: float) -> dict[str, float]:
     """Dollars spent today (local day) per agent or per provider."""
     query = (
         select(column, func.sum(func.coalesce(Execution.cost_usd, 0.0)))
@@ -67,7 +68,7 @@ def agent_holds(session: Session, config: RelayConfig, now: float) -> dict[str, 
     or their provider's (every account together) is spent. Shaped like unavailable agents,
     so selection swaps or parks."""
     agent_caps = {a.id: a.daily_budget_usd for a in config.agents if a.daily_budget_usd is not None}
-    provider_caps = {
+    provider_caps: dict[str, float] = {
         p: c.daily_budget_usd for p, c in config.providers.items() if c.daily_budget_usd is not None
     }
     held = daily_holds(session, agent_caps, Execution.agent, "agent", now)
@@ -105,14 +106,14 @@ def account_holds(session: Session, config: RelayConfig, now: float) -> dict[str
         .where(
             col(Execution.started_at) >= local_midnight(now), col(Execution.account).is_not(None)
         )
-        .group_by(Execution.provider, Execution.account)
+        .group_by(col(Execution.provider), col(Execution.account))
     )
     spent = {f"{p}/{a}": float(cost or 0) for p, a, cost in session.exec(query)}
     return spent_caps(spent, caps, "account", now)
 
 
 def daily_holds(
-    session: Session, caps: dict[str, float], column: Any, what: str, now: float
+    session: Session, caps: Mapping[str, float], column: Any, what: str, now: float
 ) -> dict[str, Hold]:
     """Agents (or providers) whose spend today reached their ``daily_budget_usd``."""
     if not caps:

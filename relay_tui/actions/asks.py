@@ -14,7 +14,7 @@ import socket
 from relay_engine.ops.commands import AnswerAsk
 from relay_engine.store.read_model import AskView
 from relay_tui.actions.protocol import ConsoleApp
-from relay_tui.screens.ask import AskScreen, ScopeScreen
+from relay_tui.screens.ask import Answer, AskScreen, ScopeScreen
 from relay_tui.screens.text import TextScreen
 
 
@@ -51,7 +51,12 @@ class AskActions:
         if ask is None:
             return
         screen = AskScreen(ask, blink=self.blink, read_only=self.store.readonly)
-        self.push_screen(screen, lambda result: result and answered(self, ask, *result))
+
+        def chosen(result: Answer | None) -> None:
+            if result:
+                answered(self, ask, *result)
+
+        self.push_screen(screen, chosen)
 
 
 def answered(app: ConsoleApp, ask: AskView, how: str, text: str | None = None) -> None:
@@ -61,9 +66,12 @@ def answered(app: ConsoleApp, ask: AskView, how: str, text: str | None = None) -
     elif how == "answer":
         send_answer(app, ask, "answer", text=text)
     elif how == "always":
-        app.push_screen(
-            ScopeScreen(ask), lambda scope: scope and send_answer(app, ask, "allow", always=scope)
-        )
+
+        def scoped(scope: str | None) -> None:
+            if scope:
+                send_answer(app, ask, "allow", always=scope)
+
+        app.push_screen(ScopeScreen(ask), scoped)
     elif how == "deny":
         ask_deny(app, ask)
 
@@ -78,7 +86,7 @@ def send_answer(
 ) -> None:
     extra = {"text": text or None, "always": always}
     fields = {name: value for name, value in extra.items() if value}  # unset, as relay answer
-    app.send_command(AnswerAsk(ask=ask.id, answer=answer, by=operator_name(), **fields))  # type: ignore[arg-type]
+    app.send_command(AnswerAsk(ask=ask.id, answer=answer, by=operator_name(), **fields))
 
 
 def ask_deny(app: ConsoleApp, ask: AskView) -> None:
@@ -92,6 +100,9 @@ def ask_deny(app: ConsoleApp, ask: AskView) -> None:
         optional=True,
         blink=app.blink,
     )
-    app.push_screen(
-        screen, lambda text: text is not None and send_answer(app, ask, "deny", text=text)
-    )
+
+    def deny(text: str | None) -> None:
+        if text is not None:
+            send_answer(app, ask, "deny", text=text)
+
+    app.push_screen(screen, deny)

@@ -157,9 +157,14 @@ class JobActions:
             f"{merge_words(job)}?\nNot approved: the job is {job.state.lower()}, {verdict}.\n"
             "Merging it anyway needs a second confirmation."
         )
+
+        def force(yes: bool | None) -> None:
+            if yes:
+                confirm_force(self, job)
+
         self.push_screen(
             ConfirmScreen("Merge without approval", question, yes="Force merge…", target=target),
-            lambda yes: yes and confirm_force(self, job),
+            force,
         )
 
     def action_close_pr(self: ConsoleApp) -> None:

@@ -29,7 +29,8 @@ from relay_tui.widgets.needs import NeedsTable
 
 def table_bindings() -> Iterable[Binding]:
     """The keys every table and log has (moving, following), for the help screen."""
-    return [*LiveTable.BINDINGS, *FollowLog.BINDINGS, *EventList.BINDINGS, *NeedsTable.BINDINGS]
+    declared = [*LiveTable.BINDINGS, *FollowLog.BINDINGS, *EventList.BINDINGS, *NeedsTable.BINDINGS]
+    return [binding for binding in declared if isinstance(binding, Binding)]  # all of them
 
 
 class NavigationActions:

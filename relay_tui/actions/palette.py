@@ -85,7 +85,7 @@ class SafePalette(CommandPalette):
     has lines for its highlighted option, a page move goes to the first or last option.
     """
 
-    def dismiss(self, result: object = None) -> AwaitComplete:
+    def dismiss(self, result: None = None) -> AwaitComplete:
         if self._closing_once or self.app.screen is not self:
             return AwaitComplete(asyncio.sleep(0))
         self._closing_once = True

@@ -50,10 +50,12 @@ class TakeOverActions:
         if task is None or self.refused_read_only():
             return
         if task.state == TaskState.HELD:
-            self.push_screen(
-                HandBackScreen(task, blink=self.blink),
-                lambda choice: choice and hand_back(self, task, *choice),
-            )
+
+            def handed(choice: tuple[str, ...] | None) -> None:
+                if choice:
+                    hand_back(self, task, *choice)
+
+            self.push_screen(HandBackScreen(task, blink=self.blink), handed)
             return
         if task.state not in TAKEOVER_STATES:
             self.notify(
@@ -62,9 +64,14 @@ class TakeOverActions:
                 severity="warning",
             )
             return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                send_take_over(self, task.key)
+
         self.push_screen(
             ConfirmScreen("Take over", take_over_question(task), yes="Take over", target=task.key),
-            lambda yes: yes and send_take_over(self, task.key),
+            confirmed,
         )
 
     def action_say(self: ConsoleApp) -> None:

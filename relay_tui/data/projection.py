@@ -23,7 +23,7 @@ from relay_engine.contracts.config import RelayConfig
 from relay_engine.contracts.pricing import DEFAULT_PRICES
 from relay_engine.core.budgets import local_midnight
 from relay_engine.core.states import JobState, TaskState
-from relay_engine.store.db import Store
+from relay_engine.store.db import Store, column_rows, select_columns
 from relay_engine.store.engines import RECENT_SECONDS, why_gone
 from relay_engine.store.read_model import (
     NO_SPEND,
@@ -310,7 +310,7 @@ class Projection:
     def _reload_all(self, session: Session) -> dict[str, TaskView | None]:
         """Reload every task; returns the previous views (all of them)."""
         before: dict[str, TaskView | None] = dict(self._tasks)
-        rows = session.exec(select(*TASK_COLUMNS))  # type: ignore[call-overload]
+        rows = column_rows(session, select_columns(*TASK_COLUMNS))
         self._tasks = {row.key: TaskView.from_row(row) for row in rows}
         self._last_full = time.monotonic()
         return before
@@ -330,14 +330,15 @@ class Projection:
         if job_ids:
             for key in [k for k, t in self._tasks.items() if t.job_id in job_ids]:
                 before[key] = self._tasks.pop(key)
-            rows = session.exec(select(*TASK_COLUMNS).where(col(Task.job_id).in_(job_ids)))  # type: ignore[call-overload]
+            query = select_columns(*TASK_COLUMNS).where(col(Task.job_id).in_(job_ids))
+            rows = column_rows(session, query)
             for row in rows:
                 before.setdefault(row.key, None)
                 self._tasks[row.key] = TaskView.from_row(row)
         keys -= set(before)
         for chunk in _chunks(sorted(keys), 500):
-            query = select(*TASK_COLUMNS).where(col(Task.key).in_(chunk))  # type: ignore[call-overload]
-            found = {r.key: r for r in session.exec(query)}
+            query = select_columns(*TASK_COLUMNS).where(col(Task.key).in_(chunk))
+            found = {r.key: r for r in column_rows(session, query)}
             for key in chunk:
                 before[key] = self._tasks.get(key)
                 row = found.get(key)

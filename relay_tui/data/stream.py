@@ -43,7 +43,7 @@ def parse_line(provider: str | None, line: str) -> list[StreamItem]:
     return items
 
 
-def _claude(event: dict) -> list[StreamItem]:
+def _claude(event: dict[str, Any]) -> list[StreamItem]:
     kind = event.get("type")
     if kind == "system" and event.get("subtype") == "init":
         return [StreamItem("session", f"session started · {event.get('model') or 'model'}")]
@@ -62,7 +62,7 @@ def _claude(event: dict) -> list[StreamItem]:
     return []
 
 
-def _claude_blocks(content: list) -> list[StreamItem]:
+def _claude_blocks(content: list[Any]) -> list[StreamItem]:
     items: list[StreamItem] = []
     for block in (b for b in content if isinstance(b, dict)):
         kind = block.get("type")
@@ -90,7 +90,7 @@ def _tool_call(name: str, tool_input: Any) -> StreamItem:
     return StreamItem("tool", f"{name}: {detail}" if detail else name)
 
 
-def _codex(event: dict) -> list[StreamItem]:
+def _codex(event: dict[str, Any]) -> list[StreamItem]:
     kind = event.get("type")
     if kind == "thread.started":
         return [StreamItem("session", f"thread {event.get('thread_id', '?')} started")]
@@ -110,7 +110,7 @@ def _codex(event: dict) -> list[StreamItem]:
     return _codex_item(item)
 
 
-def _codex_item(item: dict) -> list[StreamItem]:
+def _codex_item(item: dict[str, Any]) -> list[StreamItem]:
     kind = item.get("type") or item.get("item_type")
     text = item.get("text")
     if kind in ("agent_message", "assistant_message") and isinstance(text, str):
@@ -131,7 +131,7 @@ def _codex_item(item: dict) -> list[StreamItem]:
     return []
 
 
-def _generic(event: dict) -> list[StreamItem]:
+def _generic(event: dict[str, Any]) -> list[StreamItem]:
     """Gemini's stream-json and anything else shaped like it."""
     kind = event.get("type")
     if kind == "message" and isinstance(event.get("content"), str):

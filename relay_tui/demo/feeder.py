@@ -175,7 +175,7 @@ class DemoFeeder:
             ).all()
         with store.write() as session:
             for table in JOB_TABLES:
-                session.exec(delete(table).where(col(table.job_id) == job_id))  # type: ignore[attr-defined]
+                session.exec(delete(table).where(col(table.job_id) == job_id))
             session.exec(delete(PullRequest).where(col(PullRequest.job_id) == job_id))
             session.exec(delete(Job).where(col(Job.id) == job_id))
         for folder in folders:

@@ -58,7 +58,7 @@ def _done(agent: str, provider: str, **fields: Any) -> dict[str, Any]:
 
 
 def jobs() -> list[Job]:
-    repo = {"repo_path": "/srv/repos/shop", "job_branch": None}
+    repo: dict[str, Any] = {"repo_path": "/srv/repos/shop", "job_branch": None}
     return [
         Job(id="login", title="Login with sessions", state="REVIEWING", max_review_rounds=2,
             created_at=NOW - 2400, **repo, objective="Sessions for the login form."),
@@ -134,8 +134,12 @@ def _cost(
 
 
 def executions(artifacts: Path) -> list[Execution]:
-    claude = lambda usd, tin, tout: _cost(usd, tin, tout, "claude-sonnet-4-5", False)  # noqa: E731
-    codex = lambda usd, tin, tout: _cost(usd, tin, tout, "gpt-5-codex", True)  # noqa: E731
+    def claude(usd: float, tokens_in: int, tokens_out: int) -> dict[str, Any]:
+        return _cost(usd, tokens_in, tokens_out, "claude-sonnet-4-5", False)
+
+    def codex(usd: float, tokens_in: int, tokens_out: int) -> dict[str, Any]:
+        return _cost(usd, tokens_in, tokens_out, "gpt-5-codex", True)
+
     runs = [
         _run("ex-login-code", "login/code", "sim-claude", "claude", 2300, **claude(0.84, 61000, 9000)),
         _run("ex-login-r1", "login/review-1", "sim-claude", "claude", 1350, **claude(0.21, 18000, 1200)),

@@ -122,7 +122,7 @@ def fleet(artifacts: Path) -> list[Any]:
 
 def claude_lines(steps: list[tuple[str, Any]]) -> str:
     """Claude Code's stream-json: each step a message or a tool use, each with its usage."""
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"type": "system", "subtype": "init", "session_id": "s-1", "model": "claude-sonnet-4-5"}
     ]
     for number, (kind, body) in enumerate(steps, 1):

@@ -140,13 +140,17 @@ def _order(columns: list[list[_Item]], edges: list[tuple[str, str]]) -> None:
         sequence = range(1, len(columns)) if down else range(len(columns) - 2, -1, -1)
         for index in sequence:
             neighbour = columns[index - 1] if down else columns[index + 1]
-            position = {item.key: i for i, item in enumerate(neighbour)}
-            links = preds if down else succs
-            centre: dict[str, float] = {}
-            for i, item in enumerate(columns[index]):
-                near = [position[k] for k in links.get(item.key, ()) if k in position]
-                centre[item.key] = sum(near) / len(near) if near else float(i)
-            columns[index].sort(key=lambda item, centre=centre: centre[item.key])
+            _sort_toward(columns[index], neighbour, preds if down else succs)
+
+
+def _sort_toward(column: list[_Item], neighbour: list[_Item], links: dict[str, list[str]]) -> None:
+    """One column of a sweep, ordered by where its items' links sit in the neighbour."""
+    position = {item.key: i for i, item in enumerate(neighbour)}
+    centre: dict[str, float] = {}
+    for i, item in enumerate(column):
+        near = [position[k] for k in links.get(item.key, ()) if k in position]
+        centre[item.key] = sum(near) / len(near) if near else float(i)
+    column.sort(key=lambda item: centre[item.key])
 
 
 class _Canvas:
@@ -216,7 +220,9 @@ def render_graph(
                 style = f"{style} {critical_style}".strip()
             lines[row[item.key]] = _overlay(lines[row[item.key]], x0[c], labels[item.key], style)
     legend = Text("━ critical path: " + " → ".join(path), style="dim", end="")
-    return [*(line.rstrip() or line for line in lines), Text(""), legend]
+    for line in lines:
+        line.rstrip()  # in place
+    return [*lines, Text(""), legend]
 
 
 def _label(node: GraphNode) -> str:
@@ -248,7 +254,8 @@ def _paint(canvas: _Canvas, width: int, height: int, critical: str) -> list[Text
     lines = []
     for y in range(height):
         line = Text(end="", no_wrap=True)
-        run, run_style = [], ""
+        run: list[str] = []
+        run_style = ""
         for x in range(width):
             bits = canvas.bits.get((x, y), 0)
             heavy = (x, y) in canvas.heavy

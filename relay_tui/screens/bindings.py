@@ -8,8 +8,11 @@ and help listed ``x`` twice).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widget import Widget
 
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
@@ -19,7 +22,7 @@ from relay_tui.widgets.events import EventList, FollowLog
 from relay_tui.widgets.live_table import LiveTable
 from relay_tui.widgets.needs import NeedsTable
 
-FOCUSED = {
+FOCUSED: dict[type[Screen[Any]], tuple[type[Widget], ...]] = {
     MainScreen: (LiveTable, NeedsTable, EventList),
     DetailScreen: (FollowLog,),
     JobScreen: (),
@@ -38,7 +41,7 @@ def bindings_of(cls: type) -> list[Binding]:
     return found
 
 
-def binding_groups(app_bindings: Iterable[Binding]) -> list[list[Binding]]:
+def binding_groups(app_bindings: Iterable[BindingType]) -> list[list[Binding]]:
     app = list(Binding.make_bindings(list(app_bindings)))
     groups = []
     for screen, widgets in FOCUSED.items():

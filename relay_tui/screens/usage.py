@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from relay_engine.contracts.config import RelayConfig
@@ -211,7 +212,7 @@ class UsageScreen(ClosesOnce, Screen[None]):
         focused = self.focused
         body = self.query_one("#usage-body")
         holder = body if self.has_class("-narrow") else (focused.parent if focused else body)
-        if holder is None:
+        if not isinstance(holder, Widget):  # None, or the app: nothing of ours scrolls
             return
         if direction > 0:
             holder.scroll_page_down(animate=False)

@@ -188,7 +188,7 @@ class JobsTable(SortableTable):
         waiting = frozenset(a.task_key for a in snapshot.asks if a.task_key)
         rows: list[Row] = []
         for job in snapshot.jobs:
-            tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.sort))
+            tasks = sorted(by_job.get(job.id, []), key=task_sort_key(self.current_sort))
             shown = [t for t in tasks if matches(t, query, waiting)] if query else tasks
             if query and not shown:
                 continue
@@ -206,7 +206,7 @@ class JobsTable(SortableTable):
         styles: Mapping[str, str],
     ) -> list[Row]:
         waves = {(w.job_id, w.wave): w for w in snapshot.waves if w.job_id == job.id}
-        grouped = self.sort == "wave"
+        grouped = self.current_sort == "wave"
         rows: list[Row] = []
         current = None
         for task in children_after_parents(shown):
@@ -226,13 +226,13 @@ class JobsTable(SortableTable):
         full = (
             query
             or query != self.last_query
-            or self.sort != self.last_sort
+            or self.current_sort != self.last_sort
             or self.fold_done != self.last_fold
-            or (self.sort != "wave" and snapshot.changed_tasks)
+            or (self.current_sort != "wave" and snapshot.changed_tasks)
             or snapshot.structure_changed
             or not self._order
         )
-        self.last_query, self.last_sort, self.last_fold = query, self.sort, self.fold_done
+        self.last_query, self.last_sort, self.last_fold = query, self.current_sort, self.fold_done
         if full:
             self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
             return

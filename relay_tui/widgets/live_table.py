@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -50,6 +50,15 @@ def same(before: Any, after: Any) -> bool:
     return bool(before == after)
 
 
+_Key = TypeVar("_Key")
+_Value = TypeVar("_Value")
+
+
+def _discard_where(cache: LRUCache[_Key, _Value], drop: Callable[[_Key], bool]) -> None:
+    for cache_key in [k for k in cache.keys() if drop(k)]:  # noqa: SIM118 - no __iter__
+        cache.discard(cache_key)
+
+
 class LiveTable(DataTable[Any]):
     """Rows are addressed by string keys; ``sync`` and ``patch`` touch only changed cells.
 
@@ -66,10 +75,10 @@ class LiveTable(DataTable[Any]):
     ]
     COLUMNS: Sequence[tuple[str, str, int]] = ()
     """(column key, label, width): fixed widths, so 5,000 rows are never measured."""
-    FLEX: Mapping[str, int] = {}
+    FLEX: ClassVar[Mapping[str, int]] = {}
     """Column key -> weight: these columns' widths are minimums, and they share whatever
     width the pane has left in proportion to their weights (the last column if empty)."""
-    OPTIONAL: Mapping[str, int] = {}
+    OPTIONAL: ClassVar[Mapping[str, int]] = {}
     """Column key -> the table width from which it is shown: narrow panes give the room of
     the columns that matter less to the ones that matter more."""
 
@@ -132,20 +141,18 @@ class LiveTable(DataTable[Any]):
             raise CellDoesNotExist(f"No cell exists for row_key={key!r}, column_key={column!r}.")
         self._data[key][column] = value
         self._dirty_rows.add(key)
-        self.refresh_row(self._row_locations.get(key))
+        index = self._row_locations.get(key)
+        if index is not None:  # it is: the row was found above
+            self.refresh_row(index)
 
     def _evict_dirty_rows(self) -> None:
         """Drop the cached renders of rows whose cells changed (see ``update_cell``)."""
         rows, self._dirty_rows = self._dirty_rows, set()
         indexes = {self._row_locations.get(key) for key in rows}
-        for cache, drop in (
-            (self._cell_render_cache, lambda k: k[0] in rows),
-            (self._row_render_cache, lambda k: k[0] in rows),
-            (self._row_renderable_cache, lambda k: k[1] in indexes),
-            (self._line_cache, lambda k: self._line_row(k[0]) in rows),
-        ):
-            for cache_key in [k for k in cache.keys() if drop(k)]:  # noqa: SIM118 - no __iter__
-                cache.discard(cache_key)
+        _discard_where(self._cell_render_cache, lambda k: k[0] in rows)
+        _discard_where(self._row_render_cache, lambda k: k[0] in rows)
+        _discard_where(self._row_renderable_cache, lambda k: k[1] in indexes)
+        _discard_where(self._line_cache, lambda k: self._line_row(k[0]) in rows)
 
     def _line_row(self, y: int) -> RowKey | None:
         try:
@@ -397,9 +404,9 @@ class SortableTable(LiveTable):
     sort_index = 0
 
     @property
-    def sort(self) -> str:
+    def current_sort(self) -> str:
         return self.SORTS[self.sort_index % len(self.SORTS)]
 
     def cycle_sort(self) -> str:
         self.sort_index = (self.sort_index + 1) % len(self.SORTS)
-        return self.sort
+        return self.current_sort

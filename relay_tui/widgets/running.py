@@ -52,7 +52,7 @@ class RunningTable(SortableTable):
 
     def build_rows(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> list[Row]:
         rows: list[Row] = []
-        for run in sorted(snapshot.runs, key=run_sort_key(self.sort)):
+        for run in sorted(snapshot.runs, key=run_sort_key(self.current_sort)):
             progress = snapshot.progress.get(run.id, NO_PROGRESS)
             asks = [a for a in snapshot.asks if a.execution_id == run.id]
             if asks:  # what it does now is wait: say on what
@@ -61,7 +61,7 @@ class RunningTable(SortableTable):
         return rows
 
     def apply(self, snapshot: Snapshot, now: float, styles: Mapping[str, str]) -> None:
-        self.sync(self.build_rows(snapshot, now, styles), keep_order=self.sort != "started")
+        self.sync(self.build_rows(snapshot, now, styles), keep_order=self.current_sort != "started")
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         run = snapshot.run(key)
@@ -87,11 +87,12 @@ def run_cells(
     if gone_at is not None:  # the clock stops where the engine was last heard from
         alarm = styles.get("FAILED", "")
         stopped = duration(gone_at - run.started_at) if run.started_at else "—"
-        step = Text(f"engine gone {short_duration(now - gone_at)} ago", style=alarm, end="")
-        return (run_label(run), run.agent or "", step, "", "", "", Text(stopped, style="dim"))
-    step: Text | str = limit_words(clip(progress.step or run.last_output, NOTE_CHARS), now)
-    if step.startswith("⚑"):
-        step = Text(step, style=styles.get("PARKED", ""), end="")
+        gone = Text(f"engine gone {short_duration(now - gone_at)} ago", style=alarm, end="")
+        return (run_label(run), run.agent or "", gone, "", "", "", Text(stopped, style="dim"))
+    said = limit_words(clip(progress.step or run.last_output, NOTE_CHARS), now)
+    step: Text | str = said
+    if said.startswith("⚑"):
+        step = Text(said, style=styles.get("PARKED", ""), end="")
     return (
         run_label(run),
         run.agent or "",
