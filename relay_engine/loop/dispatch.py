@@ -262,7 +262,6 @@ def claim_batch(
     """
     caps = caps or FleetCaps()
     lock_dirs = lock_dirs or {}
-    claims: list[Claim] = []
     with store.write() as session:
         _hold_fleet_caps(session, store, caps, wanted)
         locked_at = time.perf_counter()  # from here on this transaction holds locks
@@ -272,33 +271,65 @@ def claim_batch(
         claimable = _claimable(session, [task.key for task, _ in wanted])
         if passed_over is not None:
             passed_over.update(task.key for task, _ in wanted if task.key not in claimable)
-        if scoped or caps.max_running is not None or caps.agents or caps.providers or mine is None:
-            fleet = _Fleet.read(session, engine_id)
-        else:
-            fleet = _Fleet(mine, FleetCounts(), set())
+        fleet = _fleet_for(session, engine_id, caps, scoped=scoped, mine=mine)
         crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
         jobs = {task.job_id for task, _ in wanted}
         spent = _spent_jobs(session, jobs if budgeted is None else jobs & budgeted)
-        for task, selected in wanted:
-            if fleet.mine >= capacity or fleet.full(caps):
-                break
-            lock_dir = lock_dirs.get(task.job_id)
-            scopes = claim_scopes(task.job_id, task.workstream, lock_dir)
-            if (
-                task.key not in claimable
-                or task.job_id in spent  # its budget ran out since dispatch read it
-                or not fleet.allows(caps, selected)
-                or not fleet.scopes.isdisjoint(scopes)
-                or not _try_scopes(session, store, scopes)
-            ):
-                continue
-            ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
-            claim = _claim_one(session, claimable[task.key], ticket)
-            if claim is not None:
-                claims.append(claim)
-                fleet.took(selected, scopes)
+        claims = _claim_in_order(
+            session, store, wanted, fleet, claimable, spent, capacity=capacity, caps=caps,
+            lock_dirs=lock_dirs, engine_id=engine_id, lease_s=lease_s, now=now,
+        )  # fmt: skip
         session.add_all([_execution(claim, engine_id, artifacts) for claim in claims])
     store.stats.note_claim((time.perf_counter() - locked_at) * 1000)
+    return claims
+
+
+def _fleet_for(
+    session: Session, engine_id: str, caps: FleetCaps, *, scoped: bool, mine: int | None
+) -> _Fleet:
+    """The fleet's claims as this claim counts them: read again only when caps or scopes
+    need them, or the caller does not know this engine's own count."""
+    if scoped or caps.max_running is not None or caps.agents or caps.providers or mine is None:
+        return _Fleet.read(session, engine_id)
+    return _Fleet(mine, FleetCounts(), set())
+
+
+def _claim_in_order(
+    session: Session,
+    store: Store,
+    wanted: Sequence[tuple[Task, Selected]],
+    fleet: _Fleet,
+    claimable: dict[str, Task],
+    spent: set[str],
+    *,
+    capacity: int,
+    caps: FleetCaps,
+    lock_dirs: dict[str, str | None],
+    engine_id: str,
+    lease_s: float,
+    now: float,
+) -> list[Claim]:
+    """The wanted tasks this engine takes, in dispatch order while it and the fleet have
+    room: still claimable, within budget and caps, in scopes nobody holds."""
+    claims: list[Claim] = []
+    for task, selected in wanted:
+        if fleet.mine >= capacity or fleet.full(caps):
+            break
+        lock_dir = lock_dirs.get(task.job_id)
+        scopes = claim_scopes(task.job_id, task.workstream, lock_dir)
+        if (
+            task.key not in claimable
+            or task.job_id in spent  # its budget ran out since dispatch read it
+            or not fleet.allows(caps, selected)
+            or not fleet.scopes.isdisjoint(scopes)
+            or not _try_scopes(session, store, scopes)
+        ):
+            continue
+        ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
+        claim = _claim_one(session, claimable[task.key], ticket)
+        if claim is not None:
+            claims.append(claim)
+            fleet.took(selected, scopes)
     return claims
 
 
