@@ -8,7 +8,7 @@ Create Date: 2026-11-30 (the schema relay 0.1.0 shipped with)
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision = "0001_release_0_1_0"

@@ -15,7 +15,7 @@ Create Date: 2026-11-30
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
+import sqlmodel.sql.sqltypes
 from alembic import op
 
 revision = "0002_scale_out"
@@ -27,7 +27,9 @@ EMPTY_LIST = sa.text("'[]'")
 
 
 def _agent_table(*key: str) -> None:
-    columns = [sa.Column("engine_id", sqlmodel.sql.sqltypes.AutoString(), nullable=False)]
+    columns: list[sa.Column[str]] = [
+        sa.Column("engine_id", sqlmodel.sql.sqltypes.AutoString(), nullable=False)
+    ]
     op.create_table(
         "relay_agent",
         *(columns if "engine_id" in key else []),
