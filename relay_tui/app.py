@@ -12,13 +12,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
 from textual.command import CommandListItem, SimpleProvider
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.theme import ThemeProvider
 from textual.widget import AwaitMount
@@ -54,11 +55,11 @@ from relay_tui.screens.main import MainScreen
 from relay_tui.screens.usage import UsageScreen
 from relay_tui.widgets.live_table import SortableTable
 
-CONFIG_EVENTS: dict[str, str] = {
+CONFIG_EVENTS: dict[str, SeverityLevel] = {
     EventKind.CONFIG_RELOADED: "information",
     EventKind.CONFIG_INVALID: "error",
 }
-PLANNER_EVENTS: dict[str, str] = {
+PLANNER_EVENTS: dict[str, SeverityLevel] = {
     EventKind.PLAN_REJECTED: "warning",
     EventKind.PLAN_FAILED: "error",
 }
@@ -177,7 +178,7 @@ class RelayApp(
 
     @property
     def main_screen(self) -> MainScreen:
-        return self.screen_stack[0]  # type: ignore[return-value]
+        return cast(MainScreen, self.screen_stack[0])  # get_default_screen's
 
     def on_mount(self) -> None:
         self.state_styles = theme_styles(self.get_css_variables())
@@ -372,7 +373,7 @@ class RelayApp(
             self.notify(
                 event.message,
                 title=event.kind,
-                severity="error" if error else severity,  # type: ignore[arg-type]
+                severity="error" if error else severity,
                 timeout=ERROR_TOAST_SECONDS if error else 5,
             )
             if event.kind == EventKind.CONFIG_RELOADED and self.engine and self.engine.engine:
@@ -384,7 +385,7 @@ class RelayApp(
         self.feed.projection.config = config
         self._apply_keymap(config)
 
-    def _alert(self, kind: EventKind, text: str, severity: str) -> None:
+    def _alert(self, kind: EventKind, text: str, severity: SeverityLevel) -> None:
         """A toast and the bell for the kinds relay.toml's ``[notifications] on`` names."""
         settings = self.config.notifications
         if kind not in settings.on:
@@ -392,7 +393,7 @@ class RelayApp(
         if settings.bell:
             self.bell()
         if settings.toast:
-            self.notify(text, title=kind, severity=severity)  # type: ignore[arg-type]
+            self.notify(text, title=kind, severity=severity)
 
     def mode_label(self) -> str:
         database = Path(self.store.display_url().split("///")[-1]).name

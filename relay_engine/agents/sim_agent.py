@@ -365,28 +365,28 @@ def spawn_grandchild(script: dict[str, Any]) -> None:
         os.replace(tmp, pid_file)
 
 
+def _sleeper() -> int:
+    """The pid of a process that outlives the agent unless someone kills it."""
+    import subprocess
+
+    quiet = subprocess.DEVNULL
+    return subprocess.Popen(["sleep", "600"], stdin=quiet, stdout=quiet, stderr=quiet).pid
+
+
 def spawn_daemon(script: dict[str, Any]) -> None:
     """Leave a process behind the way careless tools do: in our group, or a real daemon
     (fork, ``setsid``, fork again) that no process group or parent ever accounts for."""
-    import subprocess
-
-    quiet = {
-        "stdin": subprocess.DEVNULL,
-        "stdout": subprocess.DEVNULL,
-        "stderr": subprocess.DEVNULL,
-    }
     if script["spawn_daemon"] == "setsid":
         read_end, write_end = os.pipe()
         if os.fork() == 0:
             os.setsid()
-            daemon = subprocess.Popen(["sleep", "600"], **quiet)  # type: ignore[call-overload]
-            os.write(write_end, str(daemon.pid).encode())
+            os.write(write_end, str(_sleeper()).encode())
             os._exit(0)
         os.close(write_end)
         pid = int(os.read(read_end, 32))
         os.wait()
     else:
-        pid = subprocess.Popen(["sleep", "600"], **quiet).pid  # type: ignore[call-overload]
+        pid = _sleeper()
     pid_file = script.get("daemon_pid_file")
     if pid_file:
         with open(f"{pid_file}.tmp", "w", encoding="utf-8") as fh:

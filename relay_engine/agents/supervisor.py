@@ -38,6 +38,7 @@ import time
 
 TYPE_CHECKING = False  # not typing's: this script does not import typing (see below)
 if TYPE_CHECKING:  # typeshed has no stubs for _signal, which signal re-exports
+    import ctypes
     import signal
 else:
     import _signal as signal  # the C module: ``signal`` would import enum, 4 ms of each start
@@ -53,10 +54,10 @@ KILL_ROUNDS = 50
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
-_libc: list[object] = []  # the C library, loaded once (a fork server loads it before forking)
+_libc: list[ctypes.CDLL] = []  # the C library, loaded once (a fork server loads it before forking)
 
 
-def load_libc() -> object | None:
+def load_libc() -> ctypes.CDLL | None:
     """``ctypes``' handle on the C library (for ``prctl``), or None off Linux."""
     if not _libc and sys.platform.startswith("linux"):
         try:
@@ -72,7 +73,7 @@ def become_subreaper() -> bool:
     """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing."""
     libc = load_libc()
     try:
-        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0  # type: ignore[attr-defined]
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except AttributeError:
         return False
 

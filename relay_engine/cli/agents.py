@@ -24,7 +24,7 @@ from relay_engine.store.read_model import agent_rows
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agents = sub.add_parser("agents", help="agents and whether they can work")
     agents.add_argument("--json", action="store_true")
     agents.set_defaults(func=lambda a: cmd_agents(a, open_store(a)))

@@ -20,7 +20,7 @@ from relay_engine.ops import commands
 from relay_engine.store.read_model import AskView, read_asks
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     asks = sub.add_parser("asks", help="what agents wait on you for: tool requests, questions")
     asks.add_argument("--json", action="store_true")
     asks.add_argument("--all", action="store_true", help="answered and expired ones too")

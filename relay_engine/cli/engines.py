@@ -27,7 +27,7 @@ from relay_engine.store.engines import (
 STATE_STYLES = {"live": "green", "gone": "red"}
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     engines = sub.add_parser("engines", help="engines on this database: live, gone, busy")
     engines.add_argument("--json", action="store_true")
     engines.add_argument("--all", action="store_true", help="also engines gone more than a day ago")

@@ -22,7 +22,7 @@ from relay_engine.ops import commands
 from relay_engine.ops.takeover import merge_handed_back, resume_line
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     take = sub.add_parser("takeover", help="work on a task yourself, in the agent's own CLI")
     take.add_argument("task", help="JOB/TASK")
     take.add_argument("--print", action="store_true", help="print the line, open no window")

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, SQLModel, col, create_engine, select
 from sqlmodel.sql.expression import Select
 
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
@@ -377,7 +377,9 @@ class Store:
 
     def events_after(self, last_id: int, limit: int = 1000) -> list[Event]:
         with self.read() as session:
-            query = select(Event).where(Event.id > last_id).order_by(Event.id).limit(limit)  # type: ignore[operator,arg-type]
+            query = (
+                select(Event).where(col(Event.id) > last_id).order_by(col(Event.id)).limit(limit)
+            )
             return list(session.exec(query))
 
 
@@ -445,7 +447,7 @@ def ensure_row(session: Session, model: type[SQLModel], **values: Any) -> None:
     schema row) would otherwise collide on the primary key on PostgreSQL, where writers are
     not serialised as they are on SQLite.
     """
-    table = model.__table__  # type: ignore[attr-defined]
+    table = model.__table__  # type: ignore[attr-defined]  # sqlmodel: SQLAlchemy sets it, untyped
     keys = [column.name for column in table.primary_key]
     dialect = session.get_bind().dialect.name
     statement: Insert  # each dialect's insert has its own on_conflict_do_nothing

@@ -97,7 +97,8 @@ def create_schema(connection: Connection) -> None:
     """A new database: every table as the models say, stamped at the head."""
     SQLModel.metadata.create_all(connection)
     MigrationContext.configure(connection).stamp(_script(), head_revision())
-    connection.execute(SchemaInfo.__table__.insert().values(id=1, version=SCHEMA_VERSION))  # type: ignore[attr-defined]
+    table = SchemaInfo.__table__  # type: ignore[attr-defined]  # sqlmodel: SQLAlchemy sets it, untyped
+    connection.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
 
 
 def check(connection: Connection, *, where: str) -> SchemaState:

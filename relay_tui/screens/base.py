@@ -8,7 +8,7 @@ command again and pop the screen below, ending the app with "No screens on stack
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
@@ -32,7 +32,7 @@ class ClosesOnce:
     _dismissing = False  # not "_closing": MessagePump has that, and setting it wedges the app
 
     def close_once(self, value: Any = None) -> None:
-        screen: Screen[Any] = self  # type: ignore[assignment]
+        screen = cast("Screen[Any]", self)  # a mixin for screens
         if self._dismissing or not screen.is_active:
             return
         if not screen.is_mounted:  # popping a screen that is still mounting empties the stack

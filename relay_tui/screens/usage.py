@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Static
 
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.budgets import local_midnight
-from relay_engine.core.usage import UsageRecord, UsageRow, rollup, total
+from relay_engine.core.usage import Grouping, UsageRecord, UsageRow, rollup, total
 from relay_engine.store.db import Store
 from relay_engine.store.read_model import BudgetView, JobView
 from relay_engine.store.spend import read_usage
@@ -47,7 +47,11 @@ RELOAD_SECONDS = 5.0
 CHART = {"hour": 24, "day": 14}  # buckets shown per unit
 CHART_HEIGHT = 6
 BAR = 12  # budget bar cells
-TABLES = (("job", "By job"), ("agent", "By agent"), ("provider", "By provider"))
+TABLES: tuple[tuple[Grouping, str], ...] = (
+    ("job", "By job"),
+    ("agent", "By agent"),
+    ("provider", "By provider"),
+)
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,7 @@ class UsageScreen(ClosesOnce, Screen[None]):
         self._read_at = time.monotonic()
         now = getattr(self.app, "clock", time.time)()
         records = tuple(read_usage(self.store))
-        rows = {key: rollup(records, key) for key, _title in TABLES}  # type: ignore[arg-type]
+        rows: dict[str, list[UsageRow]] = {key: rollup(records, key) for key, _title in TABLES}
         data = UsageData(
             rows, total(rows["job"]), records, daily_budgets(records, self.config, now)
         )
