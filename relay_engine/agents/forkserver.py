@@ -105,8 +105,11 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
     return json.loads(bytes(body)), fds
 
 
-def _child(request: Request, fds: list[int], server_fds: list[int]) -> None:
-    """In the forked child: become the supervisor of this request's agent; never returns."""
+def _child(request: Request, fds: list[int], server_fds: list[int], led: int) -> None:
+    """In the forked child: become the supervisor of this request's agent; never returns.
+
+    ``led`` is closed once the child leads its own session, so the pid the server answers
+    is already a process group a kill can reach."""
     code = 127
     try:
         signal.set_wakeup_fd(-1)
@@ -114,6 +117,7 @@ def _child(request: Request, fds: list[int], server_fds: list[int]) -> None:
         for fd in server_fds:
             os.close(fd)
         os.setsid()
+        os.close(led)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         for fd in fds[:3]:
@@ -164,14 +168,19 @@ def serve(conn: socket.socket) -> None:
         if received is None:
             return
         request, fds = received
+        led_r, led_w = os.pipe()
         try:
             pid = os.fork()
         except OSError as error:
             reply = f"error cannot fork a supervisor: {error.strerror}"
         else:
             if pid == 0:
-                _child(request, fds, [conn.fileno(), wake_r, wake_w])
+                os.close(led_r)
+                _child(request, fds, [conn.fileno(), wake_r, wake_w], led_w)
             reply = f"pid {pid}"
+        os.close(led_w)
+        os.read(led_r, 1)  # end-of-file: the child has called setsid (or died)
+        os.close(led_r)
         for fd in fds:
             os.close(fd)
         conn.sendall(reply.encode() + b"\n")

@@ -469,6 +469,7 @@ def _wait_child(
         running._finish(timeout=None)
         running.close_stdin()
         code = running._said_code()
+        _until_gone(running.pid)
     running._mark_exited(code)
     if on_exit is None:
         return
@@ -476,6 +477,14 @@ def _wait_child(
         on_exit(running.execution_id)
     except Exception:
         log.exception("on_exit callback failed for %s", running.execution_id)
+
+
+def _until_gone(pid: int, timeout: float = 2.0) -> None:
+    """A supervisor's descriptors close a moment before it is gone: wait out that moment,
+    so an exit reported means a process that no longer runs."""
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, None) and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def cap_file(path: Path, max_bytes: int) -> int:

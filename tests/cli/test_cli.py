@@ -196,7 +196,7 @@ def test_run_wait_keeps_going_until_the_operator_approves(workspace: Workspace) 
 def test_run_until_idle_does_not_wait_for_an_agent_that_cannot_log_in(
     workspace: Workspace,
 ) -> None:
-    replay = [sys.executable, str(Path(__file__).parent / "replay_cli.py")]
+    replay = [sys.executable, str(Path(__file__).parents[1] / "replay_cli.py")]
     env = {"REPLAY_CLI": "claude", "REPLAY_SCENARIO": "claude-not-logged-in"}
     workspace.configure(agents=[{"id": "cm", "provider": "claude", "command": replay, "env": env}])
     workspace.submit(job_toml("j", [{"id": "t"}]))

@@ -16,7 +16,7 @@ from console_helpers import (
 )
 from textual.widgets import Static
 
-from relay_engine.contracts.config import RelayConfig, default_config
+from relay_engine.contracts.config import AgentConfig, RelayConfig, default_config
 from relay_engine.store.db import Store
 from relay_engine.store.read_model import NO_SPEND, BudgetView, JobView, SpendView
 from relay_engine.store.schema import AgentRecord, AgentStatus, Event, Execution, Job, Plan, Task
@@ -162,7 +162,8 @@ async def test_event_lines_wrap_again_when_the_pane_narrows(tmp_path: Path) -> N
 @run_async
 async def test_a_keymap_entry_taking_another_key_is_refused_and_said(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
-    config = RelayConfig(keymap={"cancel": "x"})  # x is Close PR
+    sim = AgentConfig(id="sim", provider="sim")
+    config = RelayConfig(agents=(sim,), keymap={"cancel": "x"})  # x is Close PR
     app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)
