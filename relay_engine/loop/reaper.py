@@ -411,7 +411,7 @@ class Reaper:
             live.provider,
             live.parser.report.session_id,
             resumed=bool(live.extra.get("resumed")),
-            failed_for_good=ends_session(outcome, attempts_left=task.attempt < task.max_attempts),
+            stale=ends_session(outcome),
             now=now,
         )
         if outcome.kind is OutcomeKind.SUCCEEDED:
