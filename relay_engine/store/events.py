@@ -90,6 +90,7 @@ class EventKind(StrEnum):
     TASK_HELD = "task.held"
     TASK_HANDED_BACK = "task.handed_back"
     OPERATOR_SAID = "operator.said"
+    MEMORY_ADDED = "memory.added"  # an agent noted something for the job's later tasks
 
     ENGINE_STARTED = "engine.started"
     ENGINE_STOPPED = "engine.stopped"
