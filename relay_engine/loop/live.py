@@ -17,7 +17,8 @@ from relay_engine.agents.adapters.base import (
     ToolRequest,
 )
 from relay_engine.agents.launch import LaunchRequest, display_argv
-from relay_engine.agents.runner import LaunchSpec, RunningProcess, read_agent_file
+from relay_engine.agents.runner import AGENT_DIR, LaunchSpec, RunningProcess, read_agent_file
+from relay_engine.core.memory import ADDED_FILE, added_notes
 from relay_engine.core.outcomes import Outcome, StopReason
 from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import MergeResult
@@ -98,6 +99,12 @@ class LiveExecution:
     def drain(self, now: datetime) -> None:
         while chunk := self.process.read_new_stdout(1 << 20):
             self.parser.feed(chunk, now)
+
+    def memory_added(self) -> list[str]:
+        """The notes the agent left with ``memory_add`` (its memory server's file)."""
+        path = self.process.spec.artifact_dir / AGENT_DIR / ADDED_FILE
+        text = read_agent_file(path, MAX_RESULT_FILE_BYTES)
+        return added_notes(text) if text else []
 
     def result_file(self) -> Any:
         text = read_agent_file(self.process.result_path, MAX_RESULT_FILE_BYTES)

@@ -38,7 +38,7 @@ from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import asks, assignments, budgets, quota
+from relay_engine.ops import asks, assignments, budgets, memory, quota
 from relay_engine.ops.answers import vet_answer
 from relay_engine.ops.completion import (
     LimitDecision,
@@ -416,6 +416,8 @@ class Reaper:
         )
         if outcome.kind is OutcomeKind.SUCCEEDED:
             assignments.add_memory(session, task, outcome.summary, now)
+        if added := live.memory_added():  # a failed attempt's lessons are kept too
+            memory.add_agent_notes(session, memory.scope_of(task, live.execution_id), added, now)
         if not (decision and decision.swap_to):
             return
         pin = assignments.active_pin(session, task)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine.agents.adapters import MEMORY_TOOL_PROVIDERS
 from relay_engine.agents.launch import (
     LaunchRequest,
     adapter_for,
@@ -29,6 +30,7 @@ from relay_engine.core.budgets import Hold
 from relay_engine.core.capacity import FleetCaps
 from relay_engine.core.failures import AgentFailure
 from relay_engine.core.faults import DiskFull, is_disk_full
+from relay_engine.core.memory import NoteFacts
 from relay_engine.core.outcomes import Outcome, OutcomeKind, StopReason
 from relay_engine.core.permissions import cli_rules
 from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
@@ -39,7 +41,7 @@ from relay_engine.loop.crashpoints import crash_point
 from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import asks, assignments, budgets
+from relay_engine.ops import asks, assignments, budgets, memory
 from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
@@ -94,6 +96,7 @@ class _Assembled:
     allow_rules: tuple[str, ...]
     deny_rules: tuple[str, ...]
     said: tuple[str, ...]  # the operator's words this prompt carries
+    memory: tuple[NoteFacts, ...] | None = None  # the notes its memory tools search
 
 
 class Starter:
@@ -359,8 +362,12 @@ class Starter:
             added = asks.rules_of(
                 batch.rules, task_key=task.key, job_id=task.job_id, agent=agent.id
             )
+            notes = None
+            if agent.provider in MEMORY_TOOL_PROVIDERS:
+                notes = tuple(memory.snapshot(session, task.job_id, task.workstream or ""))
         allow, deny = cli_rules(self.runtime.config, agent, added)
-        return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
+        said = tuple(task.operator_notes or ())
+        return _Assembled(job, prompt, resume, allow, deny, said, notes)
 
     def _launch_request(
         self, claim: dispatch.Claim, agent: AgentConfig, assembled: _Assembled
@@ -392,6 +399,7 @@ class Starter:
             resume_session_id=assembled.resume,
             allow_rules=assembled.allow_rules,
             deny_rules=assembled.deny_rules,
+            memory=assembled.memory,
         )
 
     def _mark_started(

@@ -1,29 +1,29 @@
-"""The job's memory as agents use it: ``memory_search`` and ``memory_add``, answered from
-the ``relay_memory`` rows of the task's job and workstream.
+"""The job's memory as agents use it: the notes an execution's ``memory_search`` looks
+through, and the ``memory_add`` notes it leaves, stored with its exit.
 
-The MCP server an agent's CLI starts (:mod:`relay_engine.agents.memory_mcp`) holds no
-database connection; it asks the engine that runs the agent over a socket, and the engine
-calls these functions, so what an agent adds goes through the store like any other write,
-attributed to its task and execution, and only while that execution still owns its task.
+The MCP server an agent's CLI starts (:mod:`relay_engine.agents.memory_server`) holds no
+database connection (it runs in the agent's sandbox, which cannot reach the database): relay
+hands it a snapshot of the scope's notes at launch and reads what it added when the run's
+exit is recorded, so what an agent adds goes through the store like any other write,
+attributed to its task and execution, and only while that execution still owns its task
+(the reaper calls :func:`add_agent_notes` only for an exit it keeps).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
 
-from relay_engine.core.memory import NoteFacts, clean_note, rank
-from relay_engine.ops.refusals import Refused
+from relay_engine.core.memory import SNAPSHOT_NOTES, NoteFacts
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Memory, Task
-
-SEARCHED_NOTES = 500  # the newest notes of a scope a search looks through
 
 
 @dataclass(frozen=True)
 class MemoryScope:
-    """What one execution's memory tools may reach: its job's notes of its workstream."""
+    """What one execution's memory tools reach: its job's notes of its workstream."""
 
     job_id: str
     workstream: str  # "" for a task without one: the job's shared notes
@@ -39,49 +39,49 @@ def scope_of(task: Task, execution_id: str) -> MemoryScope:
     return MemoryScope(task.job_id, task.workstream or "", task.key, execution_id)
 
 
-def search_notes(
-    session: Session, scope: MemoryScope, query: str, limit: int
-) -> list[NoteFacts]:
+def snapshot(session: Session, job_id: str, workstream: str) -> list[NoteFacts]:
+    """The scope's newest notes, for an execution's searches (another job's or another
+    workstream's are never among them)."""
     rows = session.exec(
         select(Memory)
-        .where(Memory.job_id == scope.job_id, Memory.workstream == scope.workstream)
+        .where(Memory.job_id == job_id, Memory.workstream == workstream)
         .order_by(col(Memory.id).desc())
-        .limit(SEARCHED_NOTES)
+        .limit(SNAPSHOT_NOTES)
     )
-    notes = [
+    return [
         NoteFacts(row.id or 0, row.note, row.task_key, row.source, row.created_at) for row in rows
     ]
-    return rank(notes, query, limit)
 
 
-def add_agent_note(session: Session, scope: MemoryScope, text: str, now: float) -> Memory:
-    """Store what an agent asked to remember; refused once its execution lost the task (a
-    stale run's words must not reach the tasks after it)."""
-    try:
-        note = clean_note(text)
-    except ValueError as error:
-        raise Refused(str(error)) from None
-    task = session.get(Task, scope.task_key)
-    if task is None or task.execution_id != scope.execution_id:
-        raise Refused(f"{scope.task_key} is no longer this run's: the note was not kept")
-    row = Memory(
-        job_id=scope.job_id,
-        workstream=scope.workstream,
-        note=note,
-        task_key=scope.task_key,
-        source="agent",
-        execution_id=scope.execution_id,
-        created_at=now,
-    )
-    session.add(row)
-    session.flush()
-    record_event(
-        session,
-        EventKind.MEMORY_ADDED,
-        f"{scope.task_key} noted for {scope.describe()}: {note}"[:500],
-        now=now,
-        job_id=scope.job_id,
-        task_key=scope.task_key,
-        data={"memory": row.id, "workstream": scope.workstream},
-    )
-    return row
+def add_agent_notes(
+    session: Session, scope: MemoryScope, notes: Sequence[str], now: float
+) -> list[Memory]:
+    """Store what the agent asked to remember (already cleaned), one event per note."""
+    stored = []
+    for note in notes:
+        row = Memory(
+            job_id=scope.job_id,
+            workstream=scope.workstream,
+            note=note,
+            task_key=scope.task_key,
+            source="agent",
+            execution_id=scope.execution_id,
+            created_at=now,
+        )
+        session.add(row)
+        session.flush()
+        record_event(
+            session,
+            EventKind.MEMORY_ADDED,
+            f"{scope.task_key} noted for {scope.describe()}: {note}"[:500],
+            now=now,
+            job_id=scope.job_id,
+            task_key=scope.task_key,
+            data={
+                "memory": row.id,
+                "workstream": scope.workstream,
+                "execution": scope.execution_id,
+            },
+        )
+        stored.append(row)
+    return stored
