@@ -78,13 +78,13 @@ def serve(memory: Memory) -> None:
 
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    @server.tool()
+    @server.tool(structured_output=False)  # plain text: what the model reads
     def memory_search(query: str, limit: int = SEARCH_LIMIT_DEFAULT) -> str:
         """Search the notes earlier tasks of this job (and workstream) left: words of the
         query found in a note, best matches first. An empty query lists the newest notes."""
         return memory.search(query, limit)
 
-    @server.tool()
+    @server.tool(structured_output=False)
     def memory_add(note: str) -> str:
         """Leave a note for the later tasks of this job and workstream: a decision, a
         pitfall, where something lives. Kept once this task's run ends."""
