@@ -44,6 +44,8 @@ from relay_engine.core.memory import (
     NoteFacts,
     notes_json,
 )
+from relay_engine.core.merge_prep import LOG_FILE as CHECKS_LOG
+from relay_engine.core.merge_prep import RECORD_FILE as CHECKS_RECORD
 from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
 from relay_engine.core.sandbox import SandboxChoice, agent_environment, bwrap_argv
 
@@ -65,6 +67,7 @@ class LaunchRequest:
     deny_rules: tuple[str, ...] = ()
     permission_channel: bool = True  # the CLI asks relay about what its mode does not allow
     memory: tuple[NoteFacts, ...] | None = None  # the scope's notes: memory tools (None: none)
+    checks: tuple[str, ...] = ()  # a merge_prep's repository checks, run after the agent
 
 
 def artifacts_root(workspace: Path) -> Path:
@@ -115,7 +118,7 @@ def build_launch(
     env = agent_environment(base_env, allowed, own, private_tmp=choice.kind == "bwrap")
     site = Site(request.cwd, workspace, directory, env, account_dirs=tuple(accounts.values()))
     wrapper, sandbox = _sandbox(site, request.agent, adapter, choice)
-    argv = [*wrapper, *invocation.argv]
+    argv = [*wrapper, *_with_checks(directory, request.checks, invocation.argv)]
     passed = sorted(k for k, v in env.items() if base_env.get(k) == v and k not in own)
     packet = _packet(request, argv, env, redactor) | {"sandbox": sandbox, "env_passed": passed}
     write_artifact_json(directory, "prompt-packet.json", packet)
@@ -150,6 +153,20 @@ def _memory_server(directory: Path, request: LaunchRequest) -> McpServer:
     entry = {"type": "stdio", "command": server.command, "args": list(args)}
     write_artifact_json(directory, MCP_CONFIG_FILE, {"mcpServers": {SERVER_NAME: entry}})
     return server
+
+
+def _with_checks(directory: Path, checks: tuple[str, ...], argv: list[str]) -> list[str]:
+    """The agent's argv behind the merge checks' runner (inside the sandbox, like the agent),
+    which writes its record and log to the run's ``agent/`` folder."""
+    if not checks:
+        return argv
+    agent_dir = directory / AGENT_DIR
+    agent_dir.mkdir(exist_ok=True)
+    runner = [sys.executable, "-I", "-m", "relay_engine.agents.merge_checks"]
+    runner += ["--record", str(agent_dir / CHECKS_RECORD), "--log", str(agent_dir / CHECKS_LOG)]
+    for check in checks:
+        runner += ["--check", check]
+    return [*runner, "--", *argv]
 
 
 def _context(

@@ -100,10 +100,15 @@ class LiveExecution:
         while chunk := self.process.read_new_stdout(1 << 20):
             self.parser.feed(chunk, now)
 
+    def agent_file(self, name: str) -> str | None:
+        """A file of the run's ``agent/`` folder (written inside its sandbox)."""
+        return read_agent_file(
+            self.process.spec.artifact_dir / AGENT_DIR / name, MAX_RESULT_FILE_BYTES
+        )
+
     def memory_added(self) -> list[str]:
         """The notes the agent left with ``memory_add`` (its memory server's file)."""
-        path = self.process.spec.artifact_dir / AGENT_DIR / ADDED_FILE
-        text = read_agent_file(path, MAX_RESULT_FILE_BYTES)
+        text = self.agent_file(ADDED_FILE)
         return added_notes(text) if text else []
 
     def result_file(self) -> Any:

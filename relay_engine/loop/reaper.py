@@ -18,6 +18,7 @@ from relay_engine.agents.adapters.base import AgentReport
 from relay_engine.agents.codex_rollout import rollout_readings
 from relay_engine.agents.runner import cap_file
 from relay_engine.contracts.pricing import execution_spend
+from relay_engine.core.merge_prep import RECORD_FILE, judge_checks, parse_record
 from relay_engine.core.outcomes import (
     GONE,
     ExitFacts,
@@ -199,6 +200,8 @@ class Reaper:
         )
         condition = self.runtime.condition or low_space(self.runtime.workspace / ".relay")
         outcome = excuse(outcome, stderr_tail, condition)
+        if checks := live.extra.get("checks"):
+            outcome = judge_checks(outcome, checks, parse_record(live.agent_file(RECORD_FILE)))
         for artifact in (live.process.stdout_path, live.process.stderr_path):
             try:
                 self.runtime.redactor.file(artifact)

@@ -26,6 +26,7 @@ from relay_engine.agents.launch import (
 from relay_engine.agents.runner import LaunchError, LaunchSpec, launch
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.contracts.prompts import assemble_prompt
+from relay_engine.core import merge_prep
 from relay_engine.core.budgets import Hold
 from relay_engine.core.capacity import FleetCaps
 from relay_engine.core.failures import AgentFailure
@@ -342,7 +343,7 @@ class Starter:
             provider=request.agent.provider,
             process=process,
             parser=adapter.parser(),
-            extra={"resumed": request.resume_session_id is not None},
+            extra={"resumed": request.resume_session_id is not None, "checks": request.checks},
             adapter=adapter,
             access=request.agent.access,
         )
@@ -400,6 +401,7 @@ class Starter:
             allow_rules=assembled.allow_rules,
             deny_rules=assembled.deny_rules,
             memory=assembled.memory,
+            checks=self.runtime.config.git.merge_checks if task.kind == merge_prep.KIND else (),
         )
 
     def _mark_started(

@@ -1,0 +1,114 @@
+"""Merge preparation end to end: real git repositories (a bare remote, a person's clone), real
+sim agents, the repository's checks run as real processes after the merge_prep agent.
+
+With ``[git] merge_checks`` set, a job's head is prepared before it merges: a merge_prep task
+works in a worktree of the job branch with the moved base merged in, and relay runs the checks
+there; a preparation that keeps failing blocks the job, naming the check and the commands
+that release it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepos import Repos, make_repos
+from helpers import Workspace, events, job_toml, jobs, running_engine, sim, tasks, wait_for
+from sqlmodel import select
+
+from relay_engine.contracts.job_file import load_job_file
+from relay_engine.ops.jobs import submit_job
+from relay_engine.store.db import Store
+from relay_engine.store.schema import Execution
+
+NEEDS_BASE = (
+    "python3 -c \"import pathlib, sys; sys.exit(0 if pathlib.Path('base.txt').exists() else 4)\""
+)
+MISSING = "python3 no-such-check.py"
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> Repos:
+    return make_repos(tmp_path / "git")
+
+
+def start(ws: Workspace, repos: Repos, checks: list[str], **work: Any) -> Store:
+    ws.configure(git={"check_seconds": 0.2, "remote": "origin", "merge_checks": checks})
+    job = job_toml(
+        "greet",
+        [{"id": "code", "sim": sim(write_files={"greet.py": "def greet(n): return n\n"}, **work)}],
+        repo=str(repos.repo),
+        title="Add greet",
+        review=False,
+        auto_merge=True,
+    )
+    store = ws.store()
+    submit_job(store, load_job_file(ws.write_job(job)), now=time.time())
+    return store
+
+
+def state(store: Store) -> str:
+    return jobs(store)["greet"].state
+
+
+def checks_record(store: Store, key: str) -> dict[str, Any]:
+    with store.read() as session:
+        runs = list(session.exec(select(Execution).where(Execution.task_key == key)))
+    last = max(runs, key=lambda e: e.started_at or 0.0)
+    return json.loads((Path(last.artifact_dir or "") / "agent" / "merge-checks.json").read_text())
+
+
+def test_the_moved_base_is_merged_in_and_the_checks_pass_before_the_merge(
+    sqlite_workspace: Workspace, repos: Repos
+) -> None:
+    ws = sqlite_workspace
+    store = start(ws, repos, [NEEDS_BASE, f"{sys.executable} -c pass"], duration=1.0)
+    with running_engine(ws.engine()):
+        wait_for(lambda: tasks(store)["greet/code"].state == "RUNNING", what="the work to start")
+        repos.commit_and_push("main", {"base.txt": "a person's work\n"}, "the base moves")
+        wait_for(lambda: state(store) in ("MERGED", "BLOCKED", "FAILED"), timeout=60)
+    assert state(store) == "MERGED", jobs(store)["greet"].blocked_by
+
+    prep = tasks(store)["greet/merge-prep-1"]
+    assert prep.kind == "merge_prep" and prep.state == "SUCCEEDED" and prep.attempt == 1
+    record = checks_record(store, "greet/merge-prep-1")
+    assert [c["exit_code"] for c in record["checks"]] == [0, 0]  # base.txt was there
+    assert {"greet.py", "base.txt"} <= repos.remote_files("main")
+    kinds = [e.kind for e in events(store) if e.kind.startswith(("job.", "pr."))]
+    assert kinds.index("pr.preparing") < kinds.index("pr.merged")
+
+
+def test_a_failing_check_blocks_the_job_until_the_operator_releases_it(
+    sqlite_workspace: Workspace, repos: Repos
+) -> None:
+    ws = sqlite_workspace
+    store = start(ws, repos, [MISSING])
+    before = repos.remote_head("main")
+    with running_engine(ws.engine()):
+        wait_for(lambda: state(store) == "BLOCKED", timeout=60, what="the job to block")
+        blocked = jobs(store)["greet"].blocked_by or ""
+        assert f"merge check `{MISSING}` failed (exit 2)" in blocked
+        assert "no-such-check.py" in blocked  # python's own words, from the check's output
+        assert "relay retry greet/merge-prep-1" in blocked
+        assert "relay merge greet --force" in blocked
+        assert repos.remote_head("main") == before  # nothing merged
+        prep = tasks(store)["greet/merge-prep-1"]
+        assert prep.state == "FAILED" and prep.attempt == prep.max_attempts
+        assert "merge check" in (prep.error or "")
+
+        status = ws.cli("status", "--json")
+        assert "relay retry greet/merge-prep-1" in status.stdout
+
+        # The operator fixes the check (relay.toml is reloaded) and retries the preparation.
+        ws.configure(git={"check_seconds": 0.2, "remote": "origin", "merge_checks": ["true"]})
+        wait_for(lambda: events(store, "config.reloaded"), what="the reload")
+        retried = ws.cli("retry", "greet/merge-prep-1")
+        assert retried.returncode == 0, retried.stderr
+        wait_for(lambda: state(store) in ("MERGED", "BLOCKED"), timeout=60, what="the merge")
+    assert state(store) == "MERGED"
+    assert "greet.py" in repos.remote_files("main")
+    assert tasks(store)["greet/merge-prep-1"].state == "SUCCEEDED"
