@@ -181,7 +181,9 @@ def prep_blocked_reason(job_id: str, task_id: str, error: str | None) -> str:
     """A merge preparation that failed for good: the check that failed, and the ways out (a
     retry once the branch or the checks are fixed, a merge without preparation, closing)."""
     key = f"{job_id}/{task_id}"
-    cause = f"merge preparation {task_id} failed: {(error or 'no reason recorded')[:600]}"
+    head, _, said = (error or "no reason recorded").partition("\n")
+    said = f" ... {said.strip()[-400:]}" if said.strip() else ""
+    cause = f"merge preparation {task_id} failed: {head[:300]}{said}"
     return (
         f"{cause}; fix the branch (relay takeover {key}) or the checks, then relay retry "
         f"{key}; or relay merge {job_id} --force (merge it unprepared), or relay close {job_id}"

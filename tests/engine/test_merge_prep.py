@@ -10,6 +10,7 @@ that release it.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,18 @@ from typing import Any
 
 import pytest
 from gitrepos import Repos, make_repos
-from helpers import Workspace, events, job_toml, jobs, running_engine, sim, tasks, wait_for
+from helpers import (
+    KNOWN_ROLES,
+    Workspace,
+    events,
+    job_toml,
+    jobs,
+    requires_sandbox,
+    running_engine,
+    sim,
+    tasks,
+    wait_for,
+)
 from sqlmodel import select
 
 from relay_engine.contracts.job_file import load_job_file
@@ -36,8 +48,12 @@ def repos(tmp_path: Path) -> Repos:
     return make_repos(tmp_path / "git")
 
 
-def start(ws: Workspace, repos: Repos, checks: list[str], **work: Any) -> Store:
-    ws.configure(git={"check_seconds": 0.2, "remote": "origin", "merge_checks": checks})
+def start(
+    ws: Workspace, repos: Repos, checks: list[str], sandbox: str = "none", **work: Any
+) -> Store:
+    agent = {"id": "sim", "provider": "sim", "roles": list(KNOWN_ROLES), "sandbox": sandbox}
+    git = {"check_seconds": 0.2, "remote": "origin", "merge_checks": checks}
+    ws.configure(git=git, agents=[agent])
     job = job_toml(
         "greet",
         [{"id": "code", "sim": sim(write_files={"greet.py": "def greet(n): return n\n"}, **work)}],
@@ -112,3 +128,27 @@ def test_a_failing_check_blocks_the_job_until_the_operator_releases_it(
     assert state(store) == "MERGED"
     assert "greet.py" in repos.remote_files("main")
     assert tasks(store)["greet/merge-prep-1"].state == "SUCCEEDED"
+
+
+@requires_sandbox
+def test_the_checks_run_in_the_agents_sandbox(sqlite_workspace: Workspace, repos: Repos) -> None:
+    """What the agent could not reach, its checks cannot either: relay.toml is hidden, the
+    workspace read-only, the worktree writable."""
+    ws = sqlite_workspace
+    config = ws.path / "relay.toml"
+    probe = (
+        "import pathlib, sys\n"
+        f"try: hidden = pathlib.Path({str(config)!r}).read_text() == ''\n"
+        "except OSError: hidden = True\n"
+        "pathlib.Path('written-by-check.txt').write_text('ok')\n"
+        "print('relay.toml hidden:', hidden); sys.exit(0 if hidden else 5)"
+    )
+    store = start(ws, repos, [f"python3 -c {shlex.quote(probe)}"], sandbox="bwrap")
+    with running_engine(ws.engine()):
+        wait_for(lambda: state(store) in ("MERGED", "BLOCKED"), timeout=60, what="the job")
+    assert state(store) == "MERGED", jobs(store)["greet"].blocked_by
+    assert checks_record(store, "greet/merge-prep-1")["checks"][0]["exit_code"] == 0
+    assert (
+        "relay.toml hidden: True" in checks_record(store, "greet/merge-prep-1")["checks"][0]["tail"]
+    )
+    assert "written-by-check.txt" in repos.remote_files("main")  # the worktree was writable
