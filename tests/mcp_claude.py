@@ -25,6 +25,8 @@ async def use_memory(server: dict[str, Any], attempt: int) -> str:
         await session.initialize()
         if attempt == 1:
             await session.call_tool("memory_add", {"note": NOTE})
+            token = os.environ.get("DEPLOY_TOKEN", "")
+            await session.call_tool("memory_add", {"note": f"the deploy token is {token}"})
             return "failed after noting"
         found = await session.call_tool("memory_search", {"query": "fixtures seed"})
         return "\n".join(part.text for part in found.content)

@@ -420,7 +420,8 @@ class Reaper:
         if outcome.kind is OutcomeKind.SUCCEEDED:
             assignments.add_memory(session, task, outcome.summary, now)
         if added := live.memory_added():  # a failed attempt's lessons are kept too
-            memory.add_agent_notes(session, memory.scope_of(task, live.execution_id), added, now)
+            notes = [self.runtime.redactor.text(note) for note in added]  # they reach prompts
+            memory.add_agent_notes(session, memory.scope_of(task, live.execution_id), notes, now)
         if not (decision and decision.swap_to):
             return
         pin = assignments.active_pin(session, task)

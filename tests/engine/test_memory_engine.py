@@ -38,6 +38,7 @@ def test_a_failed_attempts_note_reaches_the_retry_through_memory_search(
     first = min(executions(store), key=lambda e: e.started_at or 0.0)
     assert first.outcome == "failed"
     with store.read() as session:
-        (row,) = session.exec(select(Memory).where(Memory.source == "agent")).all()
+        row, secret = session.exec(select(Memory).where(Memory.source == "agent")).all()
     assert (row.job_id, row.workstream, row.execution_id, row.note) == ("j", "api", first.id, NOTE)
-    assert [e.task_key for e in events(store, "memory.added")] == ["j/t"]
+    assert "tok-0123456789abcdef" not in secret.note and "deploy token is" in secret.note
+    assert [e.task_key for e in events(store, "memory.added")] == ["j/t", "j/t"]
