@@ -48,10 +48,20 @@ def repos(tmp_path: Path) -> Repos:
     return make_repos(tmp_path / "git")
 
 
+CLAUDE_SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format", "claude"]
+
+
 def start(
-    ws: Workspace, repos: Repos, checks: list[str], sandbox: str = "none", **work: Any
+    ws: Workspace,
+    repos: Repos,
+    checks: list[str],
+    sandbox: str = "none",
+    provider: str = "sim",
+    **work: Any,
 ) -> Store:
-    agent = {"id": "sim", "provider": "sim", "roles": list(KNOWN_ROLES), "sandbox": sandbox}
+    agent = {"id": "a", "provider": provider, "roles": list(KNOWN_ROLES), "sandbox": sandbox}
+    if provider == "claude":  # a CLI relay converses with over stdin and stdout
+        agent["command"] = CLAUDE_SIM
     git = {"check_seconds": 0.2, "remote": "origin", "merge_checks": checks}
     ws.configure(git=git, agents=[agent])
     job = job_toml(
@@ -152,3 +162,23 @@ def test_the_checks_run_in_the_agents_sandbox(sqlite_workspace: Workspace, repos
         "relay.toml hidden: True" in checks_record(store, "greet/merge-prep-1")["checks"][0]["tail"]
     )
     assert "written-by-check.txt" in repos.remote_files("main")  # the worktree was writable
+
+
+def test_a_conversing_cli_keeps_its_stdin_and_stdout_behind_the_checks(
+    sqlite_workspace: Workspace, repos: Repos
+) -> None:
+    """claude's stream-json (prompt on stdin, events on stdout) passes through the checks'
+    runner untouched: relay still reads the agent's result, and the checks' output goes to
+    their log, not into the stream relay parses."""
+    ws = sqlite_workspace
+    store = start(ws, repos, ["python3 -c \"print('check says hi')\""], provider="claude")
+    with running_engine(ws.engine()):
+        wait_for(lambda: state(store) in ("MERGED", "BLOCKED"), timeout=60, what="the job")
+    assert state(store) == "MERGED", jobs(store)["greet"].blocked_by
+    prep = tasks(store)["greet/merge-prep-1"]
+    assert prep.state == "SUCCEEDED" and prep.result_summary
+    record = checks_record(store, "greet/merge-prep-1")
+    assert record["checks"][0]["exit_code"] == 0 and "check says hi" in record["checks"][0]["tail"]
+    with store.read() as session:
+        (run,) = session.exec(select(Execution).where(Execution.task_key == prep.key))
+    assert "check says hi" not in (Path(run.artifact_dir or "") / "stdout.txt").read_text()
