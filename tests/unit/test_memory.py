@@ -4,6 +4,7 @@ server and relay hand each other, and how claude and codex are told of the serve
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from recorded_streams import ctx
 
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.base import McpServer
+from relay_engine.contracts.prompts import PromptParts, assemble_prompt
 from relay_engine.core.memory import (
     AGENT_NOTE_CHARS,
     AGENT_NOTES_PER_RUN,
@@ -100,3 +102,12 @@ def test_codex_gets_the_server_as_config_overrides_that_are_toml(tmp_path: Path)
         "args": ["-I", "-m", "relay_engine.agents.memory_server", "--notes", "n.json"],
     }
     assert argv[-1] == "Fix the parser"
+
+
+def test_a_prompt_tells_an_agent_with_the_tools_to_use_them() -> None:
+    parts = PromptParts(task_key="j/t", title="T", input="do", role="implementer", kind="work",
+                        objective="", memory_notes=("t0: the cache is in src/cache.py",))  # fmt: skip
+    told = assemble_prompt(replace(parts, memory_tools=True))
+    assert "`memory_search`" in told and "`memory_add`" in told
+    assert "- t0: the cache is in src/cache.py" in told  # the prelude stays
+    assert "memory_search" not in assemble_prompt(parts)
