@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay_engine.agents.adapters import get_adapter
-from relay_engine.agents.adapters.base import Adapter, InvocationContext
+from relay_engine.agents.adapters import MEMORY_TOOL_PROVIDERS, get_adapter
+from relay_engine.agents.adapters.base import Adapter, InvocationContext, McpServer
 from relay_engine.agents.runner import (
     AGENT_DIR,
     RESULT_NAME,
@@ -36,6 +36,16 @@ from relay_engine.agents.sandbox import (
 from relay_engine.contracts.accounts import account_dir, account_env, cli_of
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.core.failures import AgentFailure, FailureClass, missing
+from relay_engine.core.memory import (
+    ADDED_FILE,
+    MCP_CONFIG_FILE,
+    NOTES_FILE,
+    SERVER_NAME,
+    NoteFacts,
+    notes_json,
+)
+from relay_engine.core.merge_prep import LOG_FILE as CHECKS_LOG
+from relay_engine.core.merge_prep import RECORD_FILE as CHECKS_RECORD
 from relay_engine.core.redaction import REDACTED, SECRET_NAME, Redactor
 from relay_engine.core.sandbox import SandboxChoice, agent_environment, bwrap_argv
 
@@ -56,6 +66,8 @@ class LaunchRequest:
     allow_rules: tuple[str, ...] = ()  # relay's permission rules, for the CLI's own flags
     deny_rules: tuple[str, ...] = ()
     permission_channel: bool = True  # the CLI asks relay about what its mode does not allow
+    memory: tuple[NoteFacts, ...] | None = None  # the scope's notes: memory tools (None: none)
+    checks: tuple[str, ...] = ()  # a merge_prep's repository checks, run after the agent
 
 
 def artifacts_root(workspace: Path) -> Path:
@@ -97,14 +109,16 @@ def build_launch(
     result_name = RESULT_NAME if choice.kind != "bwrap" else f"{AGENT_DIR}/{RESULT_NAME}"
     result_file = directory / result_name
     result_file.parent.mkdir(exist_ok=True)
-    invocation = adapter.build(_context(request, adapter, prompt_file, result_file))
+    serves = request.memory is not None and adapter.provider in MEMORY_TOOL_PROVIDERS
+    server = _memory_server(directory, request) if serves else None
+    invocation = adapter.build(_context(request, adapter, prompt_file, result_file, server))
     accounts = account_vars(workspace, request.agent)
     own = {**request.agent.env, **accounts, **invocation.env, **_relay_env(request, result_file)}
     allowed = passthrough_for(request.agent, adapter)
     env = agent_environment(base_env, allowed, own, private_tmp=choice.kind == "bwrap")
     site = Site(request.cwd, workspace, directory, env, account_dirs=tuple(accounts.values()))
     wrapper, sandbox = _sandbox(site, request.agent, adapter, choice)
-    argv = [*wrapper, *invocation.argv]
+    argv = [*wrapper, *_with_checks(directory, request.checks, invocation.argv)]
     passed = sorted(k for k, v in env.items() if base_env.get(k) == v and k not in own)
     packet = _packet(request, argv, env, redactor) | {"sandbox": sandbox, "env_passed": passed}
     write_artifact_json(directory, "prompt-packet.json", packet)
@@ -122,8 +136,45 @@ def build_launch(
     )
 
 
+def _memory_server(directory: Path, request: LaunchRequest) -> McpServer:
+    """Write the scope's notes and the MCP config that starts the memory server.
+
+    ``-I``: the server runs with the agent's folder as its working directory, and a planted
+    ``relay_engine/`` there must not be what it imports. Notes stay read-only to the agent
+    (the execution folder); what it adds goes to its own ``agent/`` folder.
+    """
+    (directory / AGENT_DIR).mkdir(exist_ok=True)
+    notes = write_artifact_text(directory, NOTES_FILE, notes_json(request.memory or ()))
+    added = directory / AGENT_DIR / ADDED_FILE
+    args: tuple[str, ...] = ("-I", "-m", "relay_engine.agents.memory_server")
+    args += ("--notes", str(notes), "--added", str(added), "--task", request.task_key)
+    config_file = directory / MCP_CONFIG_FILE
+    server = McpServer(SERVER_NAME, sys.executable, args, config_file)
+    entry = {"type": "stdio", "command": server.command, "args": list(args)}
+    write_artifact_json(directory, MCP_CONFIG_FILE, {"mcpServers": {SERVER_NAME: entry}})
+    return server
+
+
+def _with_checks(directory: Path, checks: tuple[str, ...], argv: list[str]) -> list[str]:
+    """The agent's argv behind the merge checks' runner (inside the sandbox, like the agent),
+    which writes its record and log to the run's ``agent/`` folder."""
+    if not checks:
+        return argv
+    agent_dir = directory / AGENT_DIR
+    agent_dir.mkdir(exist_ok=True)
+    runner = [sys.executable, "-I", "-m", "relay_engine.agents.merge_checks"]
+    runner += ["--record", str(agent_dir / CHECKS_RECORD), "--log", str(agent_dir / CHECKS_LOG)]
+    for check in checks:
+        runner += ["--check", check]
+    return [*runner, "--", *argv]
+
+
 def _context(
-    request: LaunchRequest, adapter: Adapter, prompt_file: Path, result_file: Path
+    request: LaunchRequest,
+    adapter: Adapter,
+    prompt_file: Path,
+    result_file: Path,
+    memory_server: McpServer | None = None,
 ) -> InvocationContext:
     command = request.agent.command if request.agent.provider != "command" else None
     return InvocationContext(
@@ -140,6 +191,7 @@ def _context(
         permission_channel=request.permission_channel,
         allow_rules=request.allow_rules,
         deny_rules=request.deny_rules,
+        memory_server=memory_server,
     )
 
 

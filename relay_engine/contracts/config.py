@@ -9,6 +9,7 @@ Pure except :func:`load_config`, which reads the workspace's ``relay.toml``.
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -172,6 +173,20 @@ class GitConfig(_Strict):
     review_diff_chars: int = Field(default=60_000, ge=1000)
     gh: str = "gh"  # the gh executable (github forge)
     repo: str | None = Field(default=None, pattern=r"^[^/\s]+/[^/\s]+$")  # gh -R OWNER/REPO
+    # The repository's checks, run before a job merges (each a command line, split like a
+    # shell would but never run by one): set, every merge is prepared by a merge_prep task.
+    merge_checks: tuple[str, ...] = ()
+
+    @field_validator("merge_checks")
+    @classmethod
+    def _checks_split(cls, checks: tuple[str, ...]) -> tuple[str, ...]:
+        for check in checks:
+            try:
+                if not shlex.split(check):
+                    raise ValueError(f"merge check {check!r} is empty")
+            except ValueError as error:
+                raise ValueError(f"merge check {check!r}: {error}") from None
+        return checks
 
     @model_validator(mode="after")
     def _github_needs_a_pushed_branch(self) -> GitConfig:

@@ -20,6 +20,12 @@ from relay_engine.contracts.planner import ASSESSOR_CONTRACT
 from relay_engine.contracts.review import REVIEW_CONTRACT
 
 MEMORY_NOTES_IN_PROMPT = 10
+MEMORY_TOOLS_TEXT = (
+    "## The job's memory\n"
+    "relay keeps notes for this job's tasks. Use `memory_search` to find what earlier tasks "
+    "noted before you start, and `memory_add` for what a later task must know that the "
+    "repository does not say: a decision and its reason, a pitfall, where something lives."
+)
 DEPENDENCY_RESULT_CHARS = 2000
 
 
@@ -67,6 +73,7 @@ class PromptParts:
     contract: str = RESULT_CONTRACT  # how to answer: answer_contract(kind)
     operator_notes: Sequence[str] = ()  # what the operator said for this task (relay say)
     handed_back: bool = False  # the operator worked on it by hand and handed it back
+    memory_tools: bool = False  # the agent's CLI has relay's memory_search and memory_add
 
 
 def overlay_paths(
@@ -96,6 +103,8 @@ def assemble_prompt(parts: PromptParts) -> str:
         sections.append(
             "## Workstream memory (latest notes)\n" + "\n".join(f"- {n}" for n in notes)
         )
+    if parts.memory_tools:
+        sections.append(MEMORY_TOOLS_TEXT)
     if parts.attempt > 1 and parts.previous_error:
         sections.append(
             f"## Previous attempt\nAttempt {parts.attempt - 1} failed: {_clip(parts.previous_error)}"

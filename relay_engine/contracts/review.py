@@ -177,6 +177,47 @@ def fix_task(number: int, guidance: str, sim: dict[str, Any] | None) -> TaskDef:
     )
 
 
+DEFAULT_PREPARER_SCRIPT: dict[str, Any] = {"duration": 0.3, "lines": 1, "resolve_conflicts": "ours"}
+
+
+def merge_prep_task(
+    number: int,
+    base_branch: str,
+    head_branch: str,
+    conflicts: Sequence[str],
+    checks: Sequence[str],
+    sim: dict[str, Any] | None,
+) -> TaskDef:
+    """Prepare the job branch to merge: the base merged in, the repository's checks green.
+    Never resumed (:data:`relay_engine.ops.assignments.NEVER_RESUMED_KINDS`): it must see the
+    branch as it is now."""
+    listed = "\n".join(f"- `{check}`" for check in checks)
+    merging = (
+        f"`{base_branch}` conflicts with `{head_branch}` in: {', '.join(conflicts)}; the "
+        "conflicts are left in place (`git status` lists them): resolve every one so that both "
+        "sides' intent survives, and remove all conflict markers."
+        if conflicts
+        else f"`{base_branch}` is being merged in (it may have moved since the work was done)."
+    )
+    text = (
+        f"Prepare `{head_branch}` to merge into `{base_branch}`. Your working directory is "
+        f"`{head_branch}` at its head. {merging}\n\n"
+        f"The repository's checks must pass before relay merges:\n{listed}\n\n"
+        "Run them, and fix what fails without changing what the branch is for. When you "
+        "finish, relay runs the checks itself; a failing one fails this task with its output. "
+        "relay commits your changes and the merge."
+    )
+    return TaskDef(
+        id=f"merge-prep-{number}",
+        title=f"Prepare the merge into {base_branch}",
+        input=text,
+        role="implementer",
+        kind="merge_prep",
+        size="M",
+        sim=sim or DEFAULT_PREPARER_SCRIPT,
+    )
+
+
 def rebase_task(
     number: int,
     base_branch: str,

@@ -1,4 +1,4 @@
-"""What a job with a branch does next: open, review, fix, rebase, merge, close, or wait.
+"""What a job with a branch does next: open, prepare, review, fix, rebase, merge, close, or wait.
 
 After its work is done a job moves ACTIVE -> REVIEWING (pull request open, final review
 queued or running) -> READY (review approved the current head) -> MERGED, or CLOSED.
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from relay_engine.core.merge_prep import MAX_PREPARATIONS, needs_preparation
 from relay_engine.core.states import (
     ACTIVE_TASK_STATES,
     JOB_TRANSITIONS,
@@ -36,6 +37,7 @@ class Action(StrEnum):
     REVIEW = "review"  # queue a final review of the current head
     FIX = "fix"  # fix work for a "changes" verdict (task, or a planner round)
     REBASE = "rebase"  # a task that merges the moved base in and resolves the conflicts
+    PREPARE = "prepare"  # a merge_prep task: the base merged in, the repository's checks run
     MERGE = "merge"
     CLOSE = "close"
 
@@ -89,6 +91,9 @@ class LifecycleFacts:
     review: ReviewFacts | None = None
     changes_rounds: int = 0  # reviews that asked for changes
     active_work: int = 0  # unfinished tasks other than reviews
+    merge_checks: bool = False  # the repository has checks: every merge is prepared first
+    prepared_head: str | None = None  # the head the latest merge_prep succeeded at
+    preparations: int = 0  # merge_prep tasks the job had
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,9 @@ def _reviewing(facts: LifecycleFacts, head: str | None) -> Decision:
         return WAIT
     if pr.merge_requested and pr.force_merge:
         return _merge(facts, forced=True)
+    prepare = _prepare(facts, head)  # before the review: it reviews what will merge
+    if prepare is not None:
+        return prepare
     if not facts.review_enabled:
         return Decision(job_to=JobState.READY, reason="final review disabled for this job")
     review = facts.review
@@ -235,6 +243,9 @@ def _merge(facts: LifecycleFacts, *, forced: bool) -> Decision:
     decision = _forge_review_decision(facts)
     if decision == "CHANGES_REQUESTED" and not forced:
         return Decision(note="the forge's reviewers requested changes; not merging")
+    prepare = None if forced else _prepare(facts, _head(facts))
+    if prepare is not None:
+        return prepare
     mergeable = _mergeable(facts)
     if mergeable == MERGEABLE:
         why = "merge requested" if pr.merge_requested else "auto-merge"
@@ -247,6 +258,23 @@ def _merge(facts: LifecycleFacts, *, forced: bool) -> Decision:
         )
     job_to = JobState.ACTIVE if facts.job_state != JobState.ACTIVE else None
     return Decision(action=Action.REBASE, job_to=job_to, reason="conflicts with the moved base")
+
+
+def _prepare(facts: LifecycleFacts, head: str | None) -> Decision | None:
+    """A merge_prep task for ``head`` when the repository has checks and none passed at it
+    yet (a conflict included: the preparation merges the base in); past
+    :data:`MAX_PREPARATIONS` the job waits on the operator instead."""
+    if not needs_preparation(facts.merge_checks, head, facts.prepared_head):
+        return None
+    if facts.preparations >= MAX_PREPARATIONS:
+        note = (
+            f"merge preparation ran {facts.preparations} times without passing at the head; "
+            "fix the branch by hand, or relay merge --force to merge it unprepared"
+        )
+        return Decision(note=note)
+    job_to = JobState.ACTIVE if facts.job_state != JobState.ACTIVE else None
+    why = f"preparing head {(head or '')[:12]} to merge: the base merged in, the checks run"
+    return Decision(action=Action.PREPARE, job_to=job_to, reason=why)
 
 
 def _forge_review_decision(facts: LifecycleFacts) -> str | None:

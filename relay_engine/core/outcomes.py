@@ -7,8 +7,9 @@ lease lost, released on shutdown, timed out) wins; then a usage-limit signal (th
 attempt is not counted); then the exit code and the CLI's own error flag.
 
 Whether the provider session survives an outcome is decided here too
-(:func:`ends_session`): a failure that says the session cannot be resumed usefully
-(session gone, not logged in, arguments refused) ends it at once; a timeout keeps it.
+(:func:`ends_session`): as in the seed, any failure but a timeout ends it (a retry that
+resumed the conversation that just failed would carry its mistake on), unless the failure
+class says the session itself is fine (a limit, a network that was down).
 """
 
 from __future__ import annotations
@@ -85,19 +86,22 @@ class ExitFacts:
 STALE_SESSION_FAILURES = frozenset(
     {FailureClass.SESSION_GONE, FailureClass.AUTH, FailureClass.CLI_REJECTED}
 )
-"""Failures after which resuming the same session again cannot help."""
+"""Agent failures after which resuming the same session cannot help; the others
+(``unreachable``, ``cli-missing``) say nothing about the conversation, which is kept."""
 
 
-def ends_session(outcome: Outcome, *, attempts_left: bool) -> bool:
+def ends_session(outcome: Outcome) -> bool:
     """Whether the workstream's provider session goes stale after ``outcome``.
 
-    A timeout, a limit or a network failure keeps it: the conversation is still there
-    and the next attempt picks it up. A failure in :data:`STALE_SESSION_FAILURES` ends it
-    at once, and so does the last failed attempt.
+    A failed attempt ends it: the retry starts a fresh conversation with the error in its
+    prompt instead of resuming the one that went wrong (the seed's
+    ``isRetryableProviderSessionFailure``). A timeout keeps it (the work was cut short, not
+    wrong), and so do a limit and an agent failure whose class leaves the conversation
+    intact; one in :data:`STALE_SESSION_FAILURES` ends it.
     """
-    if outcome.failure is not None and outcome.failure.kind in STALE_SESSION_FAILURES:
-        return True
-    return outcome.kind is OutcomeKind.FAILED and not attempts_left
+    if outcome.failure is not None:
+        return outcome.failure.kind in STALE_SESSION_FAILURES
+    return outcome.kind is OutcomeKind.FAILED
 
 
 def _result_parts(facts: ExitFacts) -> tuple[str | None, Any]:

@@ -20,6 +20,8 @@ from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Rep
 RELAY_IDENTITY = ("-c", "user.name=relay", "-c", "user.email=relay@localhost")
 PLANNING_TREE = "_plan"  # .relay/worktrees/<job>/_plan: the job branch, for its planner
 UNMERGED_KINDS = frozenset({"review", "assess", "troubleshoot"})  # they judge, not change
+BASE_MERGING_KINDS = frozenset({"rebase", "merge_prep"})
+"""Tasks whose worktree starts with the moved base being merged in, conflicts left in place."""
 _repo_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
 
@@ -119,7 +121,7 @@ def prepare_task_worktree(
 ) -> Path:
     """A fresh worktree for the task on its own branch, cut from the job branch now.
 
-    A ``rebase`` task's worktree also starts merging the moved base in, leaving the
+    A ``rebase`` or ``merge_prep`` task's worktree also starts merging the moved base in, leaving the
     conflicts in place for the agent to resolve; relay commits the merge when it is done.
     With ``keep_work`` (a task an operator took over and handed back to run on) the task's
     branch is kept as it is, with what was done on it.
@@ -134,7 +136,7 @@ def prepare_task_worktree(
         _remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
         run_git(repo, "worktree", "add", "-B", branch, str(path), job_branch(job_id))
-        if kind == "rebase":
+        if kind in BASE_MERGING_KINDS:
             _start_base_merge(Repo(path), job_id, base_branch)
         return path
 
@@ -367,7 +369,7 @@ class Worktrees:
         if repo is None or not tree.exists():
             return None
         try:
-            if kind == "rebase" and succeeded:
+            if kind in BASE_MERGING_KINDS and succeeded:
                 left = unresolved_conflicts(tree, job_branch(job_id))
                 if left:
                     raise WorkspaceError(f"conflicts left unresolved in: {', '.join(left)}")

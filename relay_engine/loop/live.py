@@ -17,7 +17,8 @@ from relay_engine.agents.adapters.base import (
     ToolRequest,
 )
 from relay_engine.agents.launch import LaunchRequest, display_argv
-from relay_engine.agents.runner import LaunchSpec, RunningProcess, read_agent_file
+from relay_engine.agents.runner import AGENT_DIR, LaunchSpec, RunningProcess, read_agent_file
+from relay_engine.core.memory import ADDED_FILE, added_notes
 from relay_engine.core.outcomes import Outcome, StopReason
 from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import MergeResult
@@ -98,6 +99,17 @@ class LiveExecution:
     def drain(self, now: datetime) -> None:
         while chunk := self.process.read_new_stdout(1 << 20):
             self.parser.feed(chunk, now)
+
+    def agent_file(self, name: str) -> str | None:
+        """A file of the run's ``agent/`` folder (written inside its sandbox)."""
+        return read_agent_file(
+            self.process.spec.artifact_dir / AGENT_DIR / name, MAX_RESULT_FILE_BYTES
+        )
+
+    def memory_added(self) -> list[str]:
+        """The notes the agent left with ``memory_add`` (its memory server's file)."""
+        text = self.agent_file(ADDED_FILE)
+        return added_notes(text) if text else []
 
     def result_file(self) -> Any:
         text = read_agent_file(self.process.result_path, MAX_RESULT_FILE_BYTES)

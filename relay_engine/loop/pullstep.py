@@ -27,6 +27,7 @@ from relay_engine.git.worktrees import WorkspaceError, open_repo, release_job_br
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops.plans import task_summaries
 from relay_engine.ops.pulls import (
+    add_merge_prep,
     add_rebase,
     add_review,
     apply_decision,
@@ -105,6 +106,7 @@ class PullRequests:
     def _due(self, now: float, *, checks: bool) -> list[str]:
         interval = self.runtime.config.git.check_seconds
         auto_merge = self.runtime.config.git.auto_merge
+        checks_on = bool(self.runtime.config.git.merge_checks)
         due = []
         with self.store.read() as session:
             for job, pr in _candidates(session):
@@ -113,7 +115,9 @@ class PullRequests:
                 if checks and _check_due(pr, now, interval):
                     due.append(job.id)
                 elif _may_act(job, pr):
-                    facts = lifecycle_facts(session, job, pr, auto_merge, None)
+                    facts = lifecycle_facts(
+                        session, job, pr, auto_merge, None, merge_checks=checks_on
+                    )
                     if not decide(facts).waits:
                         due.append(job.id)
         return due
@@ -173,7 +177,15 @@ class PullRequests:
             if job is None:
                 return None, False
             pr = session.get(PullRequest, job_id)
-            facts = lifecycle_facts(session, job, pr, git.auto_merge, observed, record_at=now)
+            facts = lifecycle_facts(
+                session,
+                job,
+                pr,
+                git.auto_merge,
+                observed,
+                record_at=now,
+                merge_checks=bool(git.merge_checks),
+            )
             decision = decide(facts)
             apply_decision(session, job, pr, decision, now)
             if pr is not None and observed is not None:
@@ -224,8 +236,8 @@ class PullRequests:
             stat, diff = forge.review_material(ref, ref.head_sha)
             parts = replace(act.review, diffstat=stat, diff=diff)
             return review_prompt(parts, self.runtime.config.git.review_diff_chars)
-        if act.action is Action.REBASE:
-            return forge.prepare_rebase(ref)
+        if act.action in (Action.REBASE, Action.PREPARE):
+            return forge.prepare_rebase(ref)  # the base as the forge has it, for the worktree
         if act.action is Action.MERGE:
             assert ref.head_sha
             return forge.merge(ref, ref.head_sha)
@@ -250,6 +262,9 @@ class PullRequests:
                 add_review(session, job, pr, act.ref.head_sha or "", str(outcome), now)
             elif act.action is Action.REBASE and job.state == JobState.ACTIVE:
                 add_rebase(session, job, pr, tuple(outcome), now)
+            elif act.action is Action.PREPARE and job.state == JobState.ACTIVE:
+                checks = self.runtime.config.git.merge_checks
+                add_merge_prep(session, job, pr, tuple(outcome), checks, now)
             elif act.action is Action.MERGE and pr.state == PullState.OPEN:
                 assert isinstance(outcome, MergeAttempt)
                 record_merge(session, job, pr, outcome, retry, now)

@@ -143,14 +143,20 @@ def settle_job(session: Session, job: Job, now: float) -> bool:
     with its dependents -- or FAILED when nothing at all was done."""
     # A final review's outcome is the pull request step's business (a stale one is cancelled).
     reviews = select(Review.task_key).where(Review.job_id == job.id)
-    query = select(Task.task_id, Task.state, Task.error).where(
+    query = select(Task.task_id, Task.state, Task.error, Task.kind).where(
         Task.job_id == job.id, col(Task.key).not_in(reviews)
     )
     rows = list(session.exec(query))
-    failed = [(task_id, error) for task_id, state, error in rows if state == TaskState.FAILED]
-    if failed:
+    failed = [(task_id, error) for task_id, state, error, _ in rows if state == TaskState.FAILED]
+    preparing = [
+        t for t, state, _, kind in rows if state == TaskState.FAILED and kind == "merge_prep"
+    ]
+    if preparing and len(failed) == 1:
+        why = prep_blocked_reason(job.id, preparing[0], failed[0][1])
+        move_job(session, job, JobState.BLOCKED, now=now, blocked_by=why)
+    elif failed:
         move_job(session, job, JobState.BLOCKED, now=now, blocked_by=blocked_reason(job.id, failed))
-    elif not any(state == TaskState.SUCCEEDED for _, state, _ in rows):
+    elif not any(state == TaskState.SUCCEEDED for _, state, _, _ in rows):
         move_job(
             session, job, JobState.FAILED, now=now, why="nothing was done: every task was cancelled"
         )
@@ -168,4 +174,17 @@ def blocked_reason(job_id: str, failed: list[tuple[str, str | None]]) -> str:
     return (
         f"{cause}; relay retry {key}, relay drop {key}, relay replan {job_id}, "
         f"relay merge {job_id} --force (what is done), or relay close {job_id}"
+    )
+
+
+def prep_blocked_reason(job_id: str, task_id: str, error: str | None) -> str:
+    """A merge preparation that failed for good: the check that failed, and the ways out (a
+    retry once the branch or the checks are fixed, a merge without preparation, closing)."""
+    key = f"{job_id}/{task_id}"
+    head, _, said = (error or "no reason recorded").partition("\n")
+    said = f" ... {said.strip()[-400:]}" if said.strip() else ""
+    cause = f"merge preparation {task_id} failed: {head[:300]}{said}"
+    return (
+        f"{cause}; fix the branch (relay takeover {key}) or the checks, then relay retry "
+        f"{key}; or relay merge {job_id} --force (merge it unprepared), or relay close {job_id}"
     )

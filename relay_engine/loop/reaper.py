@@ -18,6 +18,7 @@ from relay_engine.agents.adapters.base import AgentReport
 from relay_engine.agents.codex_rollout import rollout_readings
 from relay_engine.agents.runner import cap_file
 from relay_engine.contracts.pricing import execution_spend
+from relay_engine.core.merge_prep import RECORD_FILE, judge_checks, parse_record
 from relay_engine.core.outcomes import (
     GONE,
     ExitFacts,
@@ -38,7 +39,7 @@ from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import asks, assignments, budgets, quota
+from relay_engine.ops import asks, assignments, budgets, memory, quota
 from relay_engine.ops.answers import vet_answer
 from relay_engine.ops.completion import (
     LimitDecision,
@@ -199,6 +200,8 @@ class Reaper:
         )
         condition = self.runtime.condition or low_space(self.runtime.workspace / ".relay")
         outcome = excuse(outcome, stderr_tail, condition)
+        if checks := live.extra.get("checks"):
+            outcome = judge_checks(outcome, checks, parse_record(live.agent_file(RECORD_FILE)))
         for artifact in (live.process.stdout_path, live.process.stderr_path):
             try:
                 self.runtime.redactor.file(artifact)
@@ -411,11 +414,14 @@ class Reaper:
             live.provider,
             live.parser.report.session_id,
             resumed=bool(live.extra.get("resumed")),
-            failed_for_good=ends_session(outcome, attempts_left=task.attempt < task.max_attempts),
+            stale=ends_session(outcome),
             now=now,
         )
         if outcome.kind is OutcomeKind.SUCCEEDED:
             assignments.add_memory(session, task, outcome.summary, now)
+        if added := live.memory_added():  # a failed attempt's lessons are kept too
+            notes = [self.runtime.redactor.text(note) for note in added]  # they reach prompts
+            memory.add_agent_notes(session, memory.scope_of(task, live.execution_id), notes, now)
         if not (decision and decision.swap_to):
             return
         pin = assignments.active_pin(session, task)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select, update
 
+from relay_engine.agents.adapters import MEMORY_TOOL_PROVIDERS
 from relay_engine.agents.launch import (
     LaunchRequest,
     adapter_for,
@@ -25,10 +26,12 @@ from relay_engine.agents.launch import (
 from relay_engine.agents.runner import LaunchError, LaunchSpec, launch
 from relay_engine.contracts.config import AgentConfig
 from relay_engine.contracts.prompts import assemble_prompt
+from relay_engine.core import merge_prep
 from relay_engine.core.budgets import Hold
 from relay_engine.core.capacity import FleetCaps
 from relay_engine.core.failures import AgentFailure
 from relay_engine.core.faults import DiskFull, is_disk_full
+from relay_engine.core.memory import NoteFacts
 from relay_engine.core.outcomes import Outcome, OutcomeKind, StopReason
 from relay_engine.core.permissions import cli_rules
 from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
@@ -40,7 +43,7 @@ from relay_engine.loop.dispatch import Claim, QueueKept
 from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
-from relay_engine.ops import asks, assignments, budgets
+from relay_engine.ops import asks, assignments, budgets, memory
 from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
@@ -95,6 +98,7 @@ class _Assembled:
     allow_rules: tuple[str, ...]
     deny_rules: tuple[str, ...]
     said: tuple[str, ...]  # the operator's words this prompt carries
+    memory: tuple[NoteFacts, ...] | None = None  # the notes its memory tools search
 
 
 class Starter:
@@ -338,7 +342,7 @@ class Starter:
             provider=request.agent.provider,
             process=process,
             parser=adapter.parser(),
-            extra={"resumed": request.resume_session_id is not None},
+            extra={"resumed": request.resume_session_id is not None, "checks": request.checks},
             adapter=adapter,
             access=request.agent.access,
         )
@@ -358,8 +362,12 @@ class Starter:
             added = asks.rules_of(
                 batch.rules, task_key=task.key, job_id=task.job_id, agent=agent.id
             )
+            notes = None
+            if agent.provider in MEMORY_TOOL_PROVIDERS:
+                notes = tuple(memory.snapshot(session, task.job_id, task.workstream or ""))
         allow, deny = cli_rules(self.runtime.config, agent, added)
-        return _Assembled(job, prompt, resume, allow, deny, tuple(task.operator_notes or ()))
+        said = tuple(task.operator_notes or ())
+        return _Assembled(job, prompt, resume, allow, deny, said, notes)
 
     def _launch_request(
         self, claim: Claim, agent: AgentConfig, assembled: _Assembled
@@ -391,6 +399,8 @@ class Starter:
             resume_session_id=assembled.resume,
             allow_rules=assembled.allow_rules,
             deny_rules=assembled.deny_rules,
+            memory=assembled.memory,
+            checks=self.runtime.config.git.merge_checks if task.kind == merge_prep.KIND else (),
         )
 
     def _mark_started(

@@ -111,9 +111,14 @@ def active_pin(session: Session, task: Task) -> Assignment | None:
     return session.exec(query).first()
 
 
+NEVER_RESUMED_KINDS = frozenset({"merge_prep"})
+"""Work that must see the branch as it is now, not as a conversation remembers it: merge
+preparation starts fresh every time (the seed never resumes ``prepare_pr_for_merge``)."""
+
+
 def resumable_session(session: Session, task: Task, agent_id: str) -> str | None:
     """The provider session of the workstream's previous task on this agent, if still good."""
-    if not task.workstream:
+    if not task.workstream or task.kind in NEVER_RESUMED_KINDS:
         return None
     query = (
         select(ProviderSession)
@@ -138,10 +143,11 @@ def remember_session(
     session_id: str | None,
     *,
     resumed: bool,
-    failed_for_good: bool,
+    stale: bool,
     now: float,
 ) -> None:
-    """Keep the session for the next task of the workstream; a hard failure makes it stale."""
+    """Keep the session for the next task (or attempt) of the workstream; ``stale`` (see
+    :func:`relay_engine.core.outcomes.ends_session`) keeps it from being resumed."""
     if not task.workstream:
         return
     query = select(ProviderSession).where(
@@ -162,11 +168,11 @@ def remember_session(
     )
     if session_id:
         row.session_id = session_id
-    row.status = "stale" if failed_for_good else "active"
+    row.status = "stale" if stale else "active"
     row.last_started_at = now
     if resumed:
         row.last_resumed_at = now
-    if failed_for_good:
+    if stale:
         row.last_failed_at = now
     session.add(row)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select
 
+from relay_engine.agents.adapters import MEMORY_TOOL_PROVIDERS
 from relay_engine.contracts import troubleshooter
 from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.prompts import (
@@ -52,6 +53,7 @@ def prompt_context(
         attempt=task.attempt,
         operator_notes=tuple(task.operator_notes or ()),
         handed_back=task.keep_work,
+        memory_tools=provider in MEMORY_TOOL_PROVIDERS,
         previous_error=task.error,
         guidance=task.guidance,
         briefing=troubleshoot.briefing(session, task, job)

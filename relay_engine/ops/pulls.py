@@ -16,11 +16,13 @@ from relay_engine.contracts.review import (
     ReviewResult,
     fix_guidance,
     fix_task,
+    merge_prep_task,
     rebase_task,
     review_task,
     validate_review_output,
 )
 from relay_engine.contracts.task_definitions import TaskDef
+from relay_engine.core import merge_prep
 from relay_engine.core.lifecycle import (
     CONFLICTING,
     Action,
@@ -114,6 +116,7 @@ def lifecycle_facts(
     observed: Observation | None,
     *,
     record_at: float | None = None,
+    merge_checks: bool = False,
 ) -> LifecycleFacts:
     """The facts :func:`decide` needs; with ``record_at``, a finished review's verdict is
     stored on its row from the very task row the facts were read from (on PostgreSQL two
@@ -133,6 +136,7 @@ def lifecycle_facts(
             verdict=latest.verdict or _verdict_of(task),
             followed_up=latest.followed_up,
         )
+    preparations, prepared = _preparations(session, job.id)
     return LifecycleFacts(
         job_state=JobState(job.state),
         mode=job.mode,
@@ -144,7 +148,24 @@ def lifecycle_facts(
         review=review_facts,
         changes_rounds=sum(1 for r in reviews if r.verdict == "changes" and not r.stale),
         active_work=sum(1 for t in tasks if t.kind != "review"),
+        merge_checks=merge_checks,
+        prepared_head=prepared,
+        preparations=preparations,
     )
+
+
+def _preparations(session: Session, job_id: str) -> tuple[int, str | None]:
+    """How many merge_prep tasks the job had, and the head the latest one left if it
+    succeeded (its merge into the job branch is that head)."""
+    query = (
+        select(Task.state, Task.commit_sha)
+        .where(Task.job_id == job_id, Task.kind == merge_prep.KIND)
+        .order_by(col(Task.created_at), col(Task.key))
+    )
+    rows = list(session.exec(query))
+    last = rows[-1] if rows else None
+    prepared = last[1] if last is not None and last[0] == TaskState.SUCCEEDED else None
+    return len(rows), prepared
 
 
 def _pull_facts(pr: PullRequest | None) -> PullFacts | None:
@@ -324,6 +345,33 @@ def start_fix(session: Session, job: Job, now: float) -> None:
         job_id=job.id,
         task_key=row.key,
     )
+
+
+def add_merge_prep(
+    session: Session,
+    job: Job,
+    pr: PullRequest,
+    conflicts: tuple[str, ...],
+    checks: tuple[str, ...],
+    now: float,
+) -> Task:
+    """Queue the preparation of the job branch's head for its merge."""
+    pr.mergeable = None
+    session.add(pr)
+    number = _preparations(session, job.id)[0] + 1
+    script = (job.sim or {}).get("preparer")
+    definition = merge_prep_task(number, pr.base_branch, pr.head_branch, conflicts, checks, script)
+    row = _add_lifecycle_task(session, job, definition, now)
+    record_event(
+        session,
+        EventKind.PR_PREPARING,
+        f"job {job.id}: {row.task_id} prepares {pr.head_branch} to merge into {pr.base_branch}",
+        now=now,
+        job_id=job.id,
+        task_key=row.key,
+        data={"conflicts": list(conflicts), "checks": list(checks)},
+    )
+    return row
 
 
 def add_rebase(

@@ -67,6 +67,7 @@ class EventKind(StrEnum):
     PR_OPENED = "pr.opened"
     PR_HEAD_MOVED = "pr.head_moved"
     PR_CONFLICT = "pr.conflict"
+    PR_PREPARING = "pr.preparing"  # a merge_prep task prepares the head to merge
     PR_MERGE_REQUESTED = "pr.merge_requested"
     PR_CLOSE_REQUESTED = "pr.close_requested"
     PR_MERGED = "pr.merged"
@@ -90,6 +91,7 @@ class EventKind(StrEnum):
     TASK_HELD = "task.held"
     TASK_HANDED_BACK = "task.handed_back"
     OPERATOR_SAID = "operator.said"
+    MEMORY_ADDED = "memory.added"  # an agent noted something for the job's later tasks
 
     ENGINE_STARTED = "engine.started"
     ENGINE_STOPPED = "engine.stopped"

@@ -383,12 +383,18 @@ class ProviderSession(SQLModel, table=True):
 
 
 class Memory(SQLModel, table=True):
+    """A job's memory, per workstream ("" for tasks without one): what relay noted of each
+    finished task (``source`` "relay") and what agents added with ``memory_add`` ("agent",
+    with the execution that said it)."""
+
     __tablename__ = "relay_memory"
     id: int | None = Field(default=None, primary_key=True)
     job_id: str = Field(index=True)
     workstream: str = ""
     note: str = _text()
     task_key: str | None = None
+    source: str = "relay"
+    execution_id: str | None = None
     created_at: float = 0.0
 
 

@@ -220,7 +220,7 @@ def test_a_resumed_session_the_cli_no_longer_has_is_session_gone_not_a_refusal(
     assert report.failure.kind is FailureClass.SESSION_GONE
     assert words in report.failure.reason
     assert outcome.kind is OutcomeKind.SESSION_GONE
-    assert ends_session(outcome, attempts_left=True)
+    assert ends_session(outcome)
 
 
 def test_session_gone_without_a_resume_is_an_ordinary_charged_failure() -> None:
@@ -231,19 +231,19 @@ def test_session_gone_without_a_resume_is_an_ordinary_charged_failure() -> None:
 
 
 @pytest.mark.parametrize(
-    ("outcome", "attempts_left", "stale"),
+    ("outcome", "stale"),
     [
-        (Outcome(OutcomeKind.TIMEOUT, error="timed out after 60s"), True, False),
-        (Outcome(OutcomeKind.TIMEOUT, error="timed out after 60s"), False, False),
-        (Outcome(OutcomeKind.FAILED, error="exit 1: tests red"), True, False),
-        (Outcome(OutcomeKind.FAILED, error="exit 1: tests red"), False, True),
-        (Outcome(OutcomeKind.UNAVAILABLE, failure=unreachable("fetch failed")), True, False),
-        (Outcome(OutcomeKind.UNAVAILABLE, failure=auth("claude", "Not logged in")), True, True),
-        (Outcome(OutcomeKind.UNAVAILABLE, failure=rejected("codex", "bad flag")), True, True),
-        (Outcome(OutcomeKind.SUCCEEDED, summary="done"), True, False),
+        (Outcome(OutcomeKind.TIMEOUT, error="timed out after 60s"), False),
+        (Outcome(OutcomeKind.FAILED, error="exit 1: tests red"), True),
+        (Outcome(OutcomeKind.LIMITED, error="usage limit"), False),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=unreachable("fetch failed")), False),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=auth("claude", "Not logged in")), True),
+        (Outcome(OutcomeKind.UNAVAILABLE, failure=rejected("codex", "bad flag")), True),
+        (Outcome(OutcomeKind.SUCCEEDED, summary="done"), False),
+        (Outcome(OutcomeKind.RELEASED, error="engine stopped"), False),
     ],
 )
-def test_which_outcomes_end_the_provider_session(
-    outcome: Outcome, attempts_left: bool, stale: bool
-) -> None:
-    assert ends_session(outcome, attempts_left=attempts_left) is stale
+def test_which_outcomes_end_the_provider_session(outcome: Outcome, stale: bool) -> None:
+    """The seed's rule: every failure but a timeout ends the session (the retry starts fresh
+    with the error in its prompt), unless the failure class says the session is fine."""
+    assert ends_session(outcome) is stale

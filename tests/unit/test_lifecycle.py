@@ -195,6 +195,9 @@ all_facts = st.builds(
     review=st.none() | review_facts,
     changes_rounds=st.integers(0, 5),
     active_work=st.integers(0, 3),
+    merge_checks=st.booleans(),
+    prepared_head=st.none() | shas,
+    preparations=st.integers(0, 4),
 )
 
 
@@ -218,6 +221,16 @@ def test_nothing_is_merged_that_no_review_approved_at_that_head(f: LifecycleFact
     head = f.observed.head_sha if f.observed and f.observed.head_sha else f.pr.head_sha
     approved = f.review is not None and f.review.verdict == "approve"
     assert f.pr.force_merge or not f.review_enabled or (approved and f.review.head_sha == head)
+
+
+@settings(max_examples=400)
+@given(all_facts)
+def test_nothing_is_merged_unprepared_where_the_repository_has_checks(f: LifecycleFacts) -> None:
+    if decide(f).action is not Action.MERGE or not f.merge_checks:
+        return
+    assert f.pr is not None
+    head = f.observed.head_sha if f.observed and f.observed.head_sha else f.pr.head_sha
+    assert f.pr.force_merge or f.prepared_head == head
 
 
 @settings(max_examples=400)

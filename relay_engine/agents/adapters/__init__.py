@@ -44,7 +44,12 @@ STATE_PATHS = {
 """Where each CLI keeps its logins and sessions: an agent of one provider never sees
 another's (a claude agent has no business reading codex's tokens)."""
 
+MEMORY_TOOL_PROVIDERS = frozenset({"claude", "codex"})
+"""CLIs relay hands its memory server to (claude's ``--mcp-config``, codex's ``-c
+mcp_servers``); the others get the memory as their prompt's prelude only."""
+
 __all__ = [
+    "MEMORY_TOOL_PROVIDERS",
     "PROVIDERS",
     "STATE_PATHS",
     "AcpAdapter",

@@ -34,6 +34,17 @@ _JSON_ATTEMPTS_MAX = 2000
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """A stdio MCP server the CLI starts for relay (the job's memory): its command line, and
+    the same server as the JSON file claude's ``--mcp-config`` reads."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    config_file: Path
+
+
+@dataclass(frozen=True)
 class InvocationContext:
     prompt: str
     prompt_file: Path
@@ -48,6 +59,7 @@ class InvocationContext:
     permission_channel: bool = False  # relay answers the CLI's tool requests over stdin
     allow_rules: tuple[str, ...] = ()  # relay's rules, for the CLI's own allow/deny flags
     deny_rules: tuple[str, ...] = ()
+    memory_server: McpServer | None = None  # relay's memory tools, for CLIs that take MCP
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class ClaudeAdapter:
         argv += ["--output-format", "stream-json", "--verbose"]
         if talk:
             argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
+        if ctx.memory_server:  # variadic like --allowedTools: an option must follow it
+            argv += ["--mcp-config", str(ctx.memory_server.config_file)]
         argv += ["--permission-mode", PERMISSION_MODES[ctx.access]]
         if ctx.resume_session_id:
             argv += ["--resume", ctx.resume_session_id]
@@ -77,6 +79,8 @@ class ClaudeAdapter:
         if ctx.deny_rules:
             argv += ["--disallowedTools", ",".join(ctx.deny_rules)]
         allowed = [*ctx.tools, *ctx.allow_rules]
+        if ctx.memory_server:  # relay's own memory is never a question for the operator
+            allowed.append(f"mcp__{ctx.memory_server.name}")
         if allowed:  # last: --allowedTools is variadic and would swallow what follows
             argv += ["--allowedTools", ",".join(allowed)]
         if talk:

@@ -10,6 +10,7 @@ Pure: argv is built and output parsed here; the runner runs the CLI.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from relay_engine.agents.adapters.base import (
     Invocation,
     InvocationContext,
     JsonLinesParser,
+    McpServer,
     add_tokens,
     clean_progress,
     extract_json,
@@ -58,6 +60,8 @@ class CodexAdapter:
         if ctx.model:
             argv += ["--model", ctx.model]
         argv += list(ctx.extra_args)
+        if ctx.memory_server:
+            argv += mcp_overrides(ctx.memory_server)
         if ctx.resume_session_id:
             argv += ["resume", ctx.resume_session_id]
         via_stdin = prompt_needs_stdin(ctx.prompt)
@@ -66,6 +70,18 @@ class CodexAdapter:
 
     def parser(self) -> CodexParser:
         return CodexParser()
+
+
+def mcp_overrides(server: McpServer) -> list[str]:
+    """``-c`` overrides that add relay's MCP server to codex's config for this run only
+    (values are TOML: a JSON string or list of strings is one)."""
+    key = f"mcp_servers.{server.name}"
+    return [
+        "-c",
+        f"{key}.command={json.dumps(server.command)}",
+        "-c",
+        f"{key}.args={json.dumps(list(server.args))}",
+    ]
 
 
 class CodexParser(JsonLinesParser):
