@@ -33,6 +33,7 @@ from relay_engine.contracts.review import finding_lines
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.waits import Wait
 from relay_engine.loop.health import low_space
+from relay_engine.ops.notes import read_notes
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
 from relay_engine.store.read_model import (
@@ -307,11 +308,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         what = "task" if "/" in args.job else "job"
         err.print(f"[red]error:[/] no {what} {escape(args.job)} (jobs: {escape(known)})")
         return 2
+    notes = _notes(store, args.job) if args.job and "/" not in args.job else None
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, **({"notes": notes} if notes is not None else {})}, indent=2))
         return 0
     print_status(store, report)
+    for note in notes or []:
+        console.print(f"\n[bold]{note['key']}[/] [dim]({escape(note['where'])})[/]")
+        console.print(escape(note["body"]), highlight=False, soft_wrap=True)
     return 0
+
+
+def _notes(store: Store, job_id: str) -> list[dict[str, str]]:
+    """What relay writes back on the job's pull request: the local forge's record of it."""
+    with store.read() as session:
+        return [view.as_dict() for view in read_notes(session, job_id)]
 
 
 def report_for(store: Store, job_id: str | None, engine: EngineConfig) -> dict[str, Any]:

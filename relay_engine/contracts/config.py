@@ -172,6 +172,8 @@ class GitConfig(_Strict):
     review_diff_chars: int = Field(default=60_000, ge=1000)
     gh: str = "gh"  # the gh executable (github forge)
     repo: str | None = Field(default=None, pattern=r"^[^/\s]+/[^/\s]+$")  # gh -R OWNER/REPO
+    # What relay writes back on a job's pull request (core/writeback.py): none by default.
+    publish: tuple[Literal["review", "plan", "assessment", "failure"], ...] = ()
 
     @model_validator(mode="after")
     def _github_needs_a_pushed_branch(self) -> GitConfig:

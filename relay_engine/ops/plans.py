@@ -32,6 +32,8 @@ from relay_engine.core.states import (
     TaskState,
     check_plan,
 )
+from relay_engine.core.writeback import plan_note
+from relay_engine.ops.notes import record_note
 from relay_engine.ops.refusals import Refused
 from relay_engine.ops.tasks import cancel_task, drop_task, retry_task
 from relay_engine.store.events import EventKind, record_event
@@ -158,6 +160,11 @@ def accept_result(session: Session, plan: Plan, result: PlannerResult, now: floa
         job_id=plan.job_id,
         plan_id=plan.id,
     )
+    tasks = [(task.id, task.title or task.id) for task in result.next_tasks]
+    note = plan_note(
+        plan.job_id, plan.round, plan.trigger, result.objective_status, result.assessment, tasks
+    )
+    record_note(session, note, now)
 
 
 def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> None:

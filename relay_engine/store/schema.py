@@ -374,6 +374,29 @@ class Schedule(SQLModel, table=True):
     updated_at: float = 0.0
 
 
+class PullNote(SQLModel, table=True):
+    """An item relay writes back on a job's pull request (``core/writeback.py``): the text as
+    relay last rendered it, and what the forge holds of it (the comment's id and the digest
+    it was written with), so an update edits that comment and a retry never adds one."""
+
+    __tablename__ = "relay_pr_note"
+    job_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)  # plan:2 | assessment:JOB/TASK | review:1 | failure:…
+    kind: str = ""
+    body: str = _text()
+    line_comments: list[dict[str, Any]] = _json([])
+    digest: str = ""
+    posted_digest: str | None = None
+    comment_id: str | None = None
+    forge: str | None = None
+    error: str | None = _optional_text()
+    claimed_by: str | None = None  # the engine writing it to the forge now
+    claim_expires_at: float | None = None
+    posted_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
 class Assignment(SQLModel, table=True):
     __tablename__ = "relay_assignment"
     id: int | None = Field(default=None, primary_key=True)
