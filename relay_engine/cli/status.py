@@ -223,7 +223,10 @@ def _task(
         "priority": task.priority,
         "workstream": task.workstream,
         "wave": task.wave,
-        "dependencies": [*task.dependencies, *task.external_deps],
+        "dependencies": [
+            *task.dependencies,
+            *(dep if "/" in dep else f"job {dep}" for dep in task.external_deps),
+        ],
         "blocked_by": task.blocked_by,
         "not_before": task.not_before,
         "waiting_on_provider": task.waiting_on_provider,
