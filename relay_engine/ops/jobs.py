@@ -74,7 +74,9 @@ def add_job(
     job_def = spec.job
     job = Job(
         id=job_id,
-        title=job_def.title if job_id == job_def.id else f"{job_def.title} @ {job_id}",
+        title=job_def.title
+        if job_id == job_def.id
+        else f"{job_def.title} @ {job_id.rpartition('@')[2]}",
         objective=job_def.objective,
         repo_path=job_def.repo,
         base_branch=job_def.base_branch,
