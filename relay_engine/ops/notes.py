@@ -47,33 +47,31 @@ class PendingNote:
 def claim_pending(
     store: Store, job_id: str, publish: Collection[str], owner: str, now: float
 ) -> list[PendingNote]:
-    """The job's notes of published kinds whose text the forge does not hold, claimed."""
+    """The job's notes of published kinds whose text the forge does not hold, claimed.
+
+    Read first, so that a check with nothing to write (the usual one) writes nothing."""
     if not publish:
         return []
+    free = or_(col(PullNote.claimed_by).is_(None), col(PullNote.claim_expires_at) < now)
+    mine = (PullNote.job_id == job_id, col(PullNote.kind).in_(sorted(publish)), free)
+    with store.read() as session:
+        keys = [
+            row.key
+            for row in session.exec(select(PullNote).where(*mine))
+            if needs_write(row.digest, row.kind, Posted(row.comment_id, row.posted_digest), publish)
+        ]
+    if not keys:
+        return []
+    claimed = []
     with store.write() as session:
-        rows = session.exec(
-            select(PullNote).where(
-                PullNote.job_id == job_id,
-                col(PullNote.kind).in_(sorted(publish)),
-                or_(col(PullNote.claimed_by).is_(None), col(PullNote.claim_expires_at) < now),
-            )
-        ).all()
-        claimed = []
-        for row in rows:
-            posted = Posted(row.comment_id, row.posted_digest)
-            if not needs_write(row.digest, row.kind, posted, publish):
-                continue
+        for key in keys:
             won = session.exec(
                 update(PullNote)
-                .where(
-                    col(PullNote.job_id) == job_id,
-                    col(PullNote.key) == row.key,
-                    or_(col(PullNote.claimed_by).is_(None), col(PullNote.claim_expires_at) < now),
-                )
+                .where(col(PullNote.job_id) == job_id, col(PullNote.key) == key, free)
                 .values(claimed_by=owner, claim_expires_at=now + CLAIM_TTL_S)
             )
-            if won.rowcount == 1:
-                session.refresh(row)  # what a writer that finished meanwhile left
+            row = session.get(PullNote, (job_id, key)) if won.rowcount == 1 else None
+            if row is not None:  # as a writer that finished meanwhile left it
                 claimed.append(PendingNote(_note(row), row.comment_id))
     return claimed
 
