@@ -57,7 +57,9 @@ def claim_pending(
     with store.read() as session:
         keys = [
             row.key
-            for row in session.exec(select(PullNote).where(*mine))
+            for row in session.exec(
+                select(PullNote).where(*mine).order_by(col(PullNote.created_at))
+            )
             if needs_write(row.digest, row.kind, Posted(row.comment_id, row.posted_digest), publish)
         ]
     if not keys:

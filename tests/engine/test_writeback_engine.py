@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from gitrepos import Repos, git, make_repos
 from helpers import Workspace, job_toml, run_until_idle, sim
 from sqlmodel import select
 from test_planning_engine import plan_of
-from test_pull_requests import REVIEW_FINDING, reviewer, state, submit
+from test_pull_requests import REVIEW_FINDING, greet_job, reviewer, state, submit
 
 from relay_engine.contracts.config import GitConfig
 from relay_engine.core.writeback import (
@@ -29,6 +30,7 @@ from relay_engine.core.writeback import (
 )
 from relay_engine.git.forges import ForgeError, PullRef
 from relay_engine.git.forges.github import GitHubForge
+from relay_engine.ops.notes import claim_pending, record_note, record_write_failed, record_written
 from relay_engine.store.schema import PullNote
 
 STANDIN = Path(__file__).parents[1] / "fixtures" / "gh"
@@ -252,3 +254,45 @@ def test_a_task_that_fails_for_good_leaves_its_failure_note(sqlite_workspace: Wo
     shown = ws.cli("status", "doom")
     assert "doom/t` failed for good" in shown.stdout
     assert row.comment_id is None  # no pull request to write it on
+
+
+def test_an_engine_retries_a_write_whose_answer_was_lost_without_posting_twice(
+    sqlite_workspace: Workspace, repos: Repos, github: Path
+) -> None:
+    ws = sqlite_workspace
+    settings = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
+    ws.configure(git={**settings, "publish": ["review"]})
+    script = {"reviewer": reviewer(changes_on_rounds=[1], findings=[REVIEW_FINDING]),
+              "fixer": sim(write_files={"greet.py": "def greet(n): return n or 'you'\n"})}  # fmt: skip
+    github.mkdir(parents=True, exist_ok=True)
+    (github / "lose_responses").write_text("2")  # both reviews' first posts lose their answer
+    submit(ws, greet_job(repos, auto_merge=True, sim=script))
+
+    assert run_until_idle(ws.engine(), timeout=120) is True
+
+    posted = on_github(github)
+    assert [r["body"].splitlines()[0] for r in posted["reviews"]] == [
+        "### relay: review 1 asks for changes",
+        "### relay: review 2 approves",
+    ]
+    assert "comments" not in posted  # plans and the rest were not asked for
+    rows = notes(ws)
+    assert all(row.error is None and row.posted_digest == row.digest for row in rows.values())
+
+
+def test_two_engines_never_claim_the_same_note(workspace: Workspace) -> None:
+    stores = [workspace.store(), workspace.store()]
+    with stores[0].write() as session:
+        for number in range(1, 6):
+            record_note(session, review_note("j", number, "approve", "ok", []), time.time())
+    now = time.time()
+    first = claim_pending(stores[0], "j", ["review"], "engine-a", now)
+    second = claim_pending(stores[1], "j", ["review"], "engine-b", now)
+    assert len(first) == 5 and second == []
+    for item in first[:2]:
+        record_written(stores[0], item, "c1", "github", now)
+    record_write_failed(stores[0], first[2], "gh api POST failed", now)
+    retried = claim_pending(stores[1], "j", ["review"], "engine-b", now)
+    assert [p.note.key for p in retried] == [first[2].note.key]  # the other two still held
+    later = claim_pending(stores[1], "j", ["review"], "engine-b", now + 3600)  # claims lapsed
+    assert sorted(p.note.key for p in later) == sorted(p.note.key for p in first[2:])
