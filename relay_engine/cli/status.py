@@ -56,7 +56,7 @@ from relay_engine.store.read_model import (
     read_waits,
     spend_by,
 )
-from relay_engine.store.schema import Execution
+from relay_engine.store.schema import Execution, Schedule
 
 BUDGET_WARN_AT = EngineConfig().budget_warn_at
 LEASE_SECONDS = EngineConfig().lease_seconds
@@ -308,7 +308,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.job and not (report["tasks"] if "/" in args.job else report["jobs"]):
         with store.read() as session:
             known = ", ".join(j.id for j in read_jobs(session)) or "none yet"
+            scheduled = session.get(Schedule, args.job) is not None
         what = "task" if "/" in args.job else "job"
+        if scheduled:  # a template: its runs are the jobs
+            err.print(f"[red]error:[/] {escape(args.job)} is a scheduled job: its runs are "
+                      f"jobs {escape(args.job)}@SLOT (relay schedules lists them)")  # fmt: skip
+            return 2
         err.print(f"[red]error:[/] no {what} {escape(args.job)} (jobs: {escape(known)})")
         return 2
     notes = _notes(store, args.job) if args.job and "/" not in args.job else None

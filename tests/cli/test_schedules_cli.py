@@ -36,6 +36,8 @@ def test_relay_schedules_lists_each_template_with_its_next_run(
         0,
     )
     assert ws.status()["jobs"] == []  # a template is not a job; its runs are
+    asked = ws.cli("status", "nightly")
+    assert asked.returncode == 2 and "nightly is a scheduled job" in asked.stderr
 
 
 def test_a_bad_cron_expression_is_one_line_naming_file_field_and_problem(
