@@ -10,7 +10,17 @@ from typing import Any
 from rich.markup import escape
 from sqlalchemy.exc import SQLAlchemyError
 
-from relay_engine.cli import agents, asks, db, engines, status, steer, takeover, usage
+from relay_engine.cli import (
+    agents,
+    asks,
+    db,
+    engines,
+    schedules,
+    status,
+    steer,
+    takeover,
+    usage,
+)
 from relay_engine.cli import run as workspace
 from relay_engine.cli.output import err
 from relay_engine.contracts.config import ConfigError
@@ -40,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     asks.add_commands(sub)
     takeover.add_commands(sub)
     engines.add_commands(sub)
+    schedules.add_commands(sub)
     steer.add_pull_commands(sub)
     db.add_commands(sub)
     return parser

@@ -62,7 +62,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for spec in specs:
         outcome = submit_job(store, spec, now=time.time(), engine=config.engine)
         verb = "submitted" if outcome.created else "unchanged (already submitted)"
-        console.print(f"job [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
+        what = "scheduled job" if spec.job.schedule is not None else "job"
+        console.print(f"{what} [bold]{outcome.job_id}[/] {verb}: {outcome.task_count} tasks")
     return 0
 
 

@@ -33,6 +33,7 @@ from relay_engine.contracts.review import finding_lines
 from relay_engine.contracts.time_format import format_time
 from relay_engine.core.waits import Wait
 from relay_engine.loop.health import low_space
+from relay_engine.ops.notes import read_notes
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
 from relay_engine.store.read_model import (
@@ -55,7 +56,7 @@ from relay_engine.store.read_model import (
     read_waits,
     spend_by,
 )
-from relay_engine.store.schema import Execution
+from relay_engine.store.schema import Execution, Schedule
 
 BUDGET_WARN_AT = EngineConfig().budget_warn_at
 LEASE_SECONDS = EngineConfig().lease_seconds
@@ -222,7 +223,10 @@ def _task(
         "priority": task.priority,
         "workstream": task.workstream,
         "wave": task.wave,
-        "dependencies": [*task.dependencies, *task.external_deps],
+        "dependencies": [
+            *task.dependencies,
+            *(dep if "/" in dep else f"job {dep}" for dep in task.external_deps),
+        ],
         "blocked_by": task.blocked_by,
         "not_before": task.not_before,
         "waiting_on_provider": task.waiting_on_provider,
@@ -304,14 +308,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.job and not (report["tasks"] if "/" in args.job else report["jobs"]):
         with store.read() as session:
             known = ", ".join(j.id for j in read_jobs(session)) or "none yet"
+            scheduled = session.get(Schedule, args.job) is not None
         what = "task" if "/" in args.job else "job"
+        if scheduled:  # a template: its runs are the jobs
+            err.print(f"[red]error:[/] {escape(args.job)} is a scheduled job: its runs are "
+                      f"jobs {escape(args.job)}@SLOT (relay schedules lists them)")  # fmt: skip
+            return 2
         err.print(f"[red]error:[/] no {what} {escape(args.job)} (jobs: {escape(known)})")
         return 2
+    notes = _notes(store, args.job) if args.job and "/" not in args.job else None
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, **({"notes": notes} if notes is not None else {})}, indent=2))
         return 0
     print_status(store, report)
+    for note in notes or []:
+        console.print(f"\n[bold]{note['key']}[/] [dim]({escape(note['where'])})[/]")
+        console.print(escape(note["body"]), highlight=False, soft_wrap=True)
     return 0
+
+
+def _notes(store: Store, job_id: str) -> list[dict[str, str]]:
+    """What relay writes back on the job's pull request: the local forge's record of it."""
+    with store.read() as session:
+        return [view.as_dict() for view in read_notes(session, job_id)]
 
 
 def report_for(store: Store, job_id: str | None, engine: EngineConfig) -> dict[str, Any]:

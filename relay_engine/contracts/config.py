@@ -188,6 +188,9 @@ class GitConfig(_Strict):
                 raise ValueError(f"merge check {check!r}: {error}") from None
         return checks
 
+    # What relay writes back on a job's pull request (core/writeback.py): none by default.
+    publish: tuple[Literal["review", "plan", "assessment", "failure"], ...] = ()
+
     @model_validator(mode="after")
     def _github_needs_a_pushed_branch(self) -> GitConfig:
         if self.forge == "github" and (self.remote is None or not self.push):

@@ -25,6 +25,7 @@ from relay_engine.contracts.inputs import (
     check_toml_shape,
     read_capped,
 )
+from relay_engine.contracts.schedules import CatchUp, ScheduleRule, schedule_problems
 from relay_engine.contracts.task_definitions import (
     Identifier,
     Priority,
@@ -58,6 +59,9 @@ class JobDef(BaseModel):
     troubleshoot: bool = True
     budget_usd: float | None = Field(None, ge=0)
     budget_tokens: int | None = Field(None, ge=0)
+    schedule: str | None = None  # a cron expression: the file is a template, run per slot
+    timezone: str = "UTC"
+    catch_up: CatchUp = "last"
 
     @model_validator(mode="before")
     @classmethod
@@ -74,6 +78,9 @@ FIELDS_SINCE_0_1 = (
     "troubleshoot",
     "budget_usd",
     "budget_tokens",
+    "schedule",
+    "timezone",
+    "catch_up",
 )
 """Job fields newer than the first release; see :meth:`JobSpec.spec_hash`."""
 
@@ -177,7 +184,20 @@ def _job_rules(job: JobDef, tasks: list[Any]) -> list[Problem]:
         problems.append(Problem("tasks", "a manual job needs at least one [[tasks]] entry"))
     if job.mode == "autonomous" and not job.objective.strip():
         problems.append(Problem("job.objective", "an autonomous job needs an objective"))
+    rule = schedule_rule(job)
+    if rule is not None:
+        problems += [Problem(f"job.{field}", text) for field, text in schedule_problems(rule)]
+    elif job.timezone != "UTC" or job.catch_up != "last":
+        field = "timezone" if job.timezone != "UTC" else "catch_up"
+        problems.append(Problem(f"job.{field}", "only means something with job.schedule"))
     return problems
+
+
+def schedule_rule(job: JobDef) -> ScheduleRule | None:
+    """The template's timing, for a job file with ``schedule``; None for a plain job."""
+    if job.schedule is None:
+        return None
+    return ScheduleRule(job.schedule, job.timezone, job.catch_up)
 
 
 def parse_job_text(
@@ -258,3 +278,19 @@ def load_job_file(
             raise JobFileError(path, [Problem("job.repo", problem)])
         spec = JobSpec(spec.job.model_copy(update={"repo": str(repo)}), spec.tasks, spec.source)
     return spec
+
+
+def stored_spec(spec: JobSpec) -> dict[str, Any]:
+    """A template's job and tasks as JSON, so each run is made from what was submitted even
+    when the file has changed or gone since."""
+    return {
+        "job": spec.job.model_dump(mode="json"),
+        "tasks": [task.model_dump(mode="json") for task in spec.tasks],
+    }
+
+
+def spec_from_stored(stored: dict[str, Any], source: Path) -> JobSpec:
+    """The inverse of :func:`stored_spec` (checked again: a stored spec is still input)."""
+    job = JobDef.model_validate(stored["job"])
+    tasks = tuple(TaskDef.model_validate(task) for task in stored["tasks"])
+    return JobSpec(job=job, tasks=tasks, source=source)

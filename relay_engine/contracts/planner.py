@@ -34,6 +34,17 @@ SUMMARY_CAP = 500
 TASK_LIST_CAP = 200
 
 
+class PlannedBlocker(BaseModel):
+    """A child of this round that waits on another job: ``on = "JOB/TASK"`` until that task
+    succeeds, ``on = "JOB"`` until that job is done (merged, or succeeded with nothing to
+    merge). The planner sees what other jobs are doing; the job file's author did not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str
+    on: str
+
+
 class PlannerResult(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -41,6 +52,7 @@ class PlannerResult(BaseModel):
     assessment: str = ""
     next_tasks: list[TaskDef] = []
     unblocks: list[str] = []
+    blockers: list[PlannedBlocker] = []
 
 
 class AssessorResult(BaseModel):
@@ -156,6 +168,31 @@ def _as_object(raw: object) -> tuple[dict[str, Any] | None, str]:
     return None, f"expected a JSON object, got {type(raw).__name__}"
 
 
+_JOB_OR_TASK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def blocker_shape_problems(
+    blockers: Sequence[PlannedBlocker], children: Collection[str]
+) -> list[Problem]:
+    """A blocker holds one of this round's tasks, on ``JOB/TASK`` or ``JOB``; whether that
+    exists, and whether the wait closes a circle, the shell checks against the database."""
+    problems = []
+    for index, blocker in enumerate(blockers):
+        field = f"blockers[{index}]"
+        if blocker.task not in children:
+            problems.append(Problem(f"{field}.task", f"{blocker.task!r} is not in next_tasks"))
+        if not _JOB_OR_TASK.fullmatch(blocker.on):
+            problems.append(Problem(f"{field}.on", f"{blocker.on!r} is not JOB or JOB/TASK"))
+    return problems
+
+
+def with_blockers(
+    plan: PlanRejected | PlanAccepted, problems: Sequence[Problem]
+) -> PlanRejected | PlanAccepted:
+    """An accepted plan turned down for what its blockers name (see ``ops.upstream``)."""
+    return _rejected(problems) if problems and isinstance(plan, PlanAccepted) else plan
+
+
 def _rejected(problems: Sequence[Problem]) -> PlanRejected:
     count = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
     reason = f"{count}: " + "; ".join(str(p) for p in problems) + "."
@@ -241,6 +278,7 @@ def validate_planner_output(
             for i, task_id in enumerate(header.unblocks)
             if task_id not in known
         ]
+        problems += blocker_shape_problems(header.blockers, {t.id for t in tasks} | failed_ids)
     if problems or header is None:
         return _rejected(problems)
     return PlanAccepted(header.model_copy(update={"next_tasks": tasks}))
@@ -418,6 +456,9 @@ def _planner_contract(roles: Collection[str]) -> str:
         "- `unblocks`: ids of existing FAILED or CANCELLED tasks to run again as they are "
         "(for instance tasks this round superseded); `in_progress` with only `unblocks` and "
         "no `next_tasks` is fine. Usually empty.",
+        '- Optional `blockers`: `[{"task": ID, "on": "JOB/TASK" or "JOB"}]` when a task of '
+        "`next_tasks` must wait on another job: on its task `TASK` succeeding, or on job "
+        "`JOB` being merged. Usually empty.",
     ]
     return "\n".join(
         [

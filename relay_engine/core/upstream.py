@@ -11,7 +11,7 @@ Pure: the waits, and the references and cycles a submitted batch must not have;
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -60,12 +60,60 @@ def job_wait(after: Sequence[str], states: Mapping[str, str]) -> Wait:
 
 def task_wait(upstream: Sequence[str], states: Mapping[str, str]) -> Wait:
     """Whether a task's dependencies in other jobs let it queue, given their states.
-    Blocked names the first dead upstream task, as a task's ``blocked_by`` does."""
-    dead = [key for key in upstream if states.get(key) in DEAD_TASKS]
+    Blocked names the first dead upstream task, as a task's ``blocked_by`` does.
+
+    An entry without a ``/`` is a whole job a planner made the task wait on: done when
+    that job is (merged, or succeeded with nothing to merge); a job that failed, was
+    cancelled or closed, or is BLOCKED, blocks the task as ``job NAME``."""
+    dead = [key for key in upstream if _dead(key, states.get(key))]
     if dead:
-        return Blocked(dead[0])
-    pending = tuple(key for key in upstream if states.get(key) not in DONE_TASK_STATES)
+        return Blocked(dead[0] if "/" in dead[0] else f"job {dead[0]}")
+    pending = tuple(key for key in upstream if not _done(key, states.get(key)))
     return Waiting(pending) if pending else Ready()
+
+
+def _dead(entry: str, state: str | None) -> bool:
+    if "/" in entry:
+        return state in DEAD_TASKS
+    return state in (*DEAD_JOBS, JobState.BLOCKED)
+
+
+def _done(entry: str, state: str | None) -> bool:
+    return state in (DONE_TASK_STATES if "/" in entry else DONE_JOB_STATES)
+
+
+def blocker_of(reason: str | None) -> str | None:
+    """The upstream entry a task's ``blocked_by`` names (``job NAME`` is a job), if any."""
+    if reason is None:
+        return None
+    if reason.startswith("job ") and "/" not in reason:
+        return reason.removeprefix("job ")
+    return reason if "/" in reason else None
+
+
+def wait_path(
+    edges: Callable[[str], Iterable[str]], start: str, goal: str, *, limit: int = 10_000
+) -> list[str] | None:
+    """The first path of waits from ``start`` to ``goal`` (both included), or None.
+
+    A node is a job id or a ``JOB/TASK`` key; ``edges`` says what a node waits on. A
+    planner's blocker from one of job G's new tasks onto ``start`` closes a circle exactly
+    when ``start`` waits, through any chain, on G itself: G is the only way to its new
+    tasks, which nothing stored waits on yet."""
+    parents: dict[str, str | None] = {start: None}
+    frontier = [start]
+    while frontier and len(parents) < limit:
+        node = frontier.pop(0)
+        if node == goal:
+            path = [node]
+            while (parent := parents[path[-1]]) is not None:
+                path.append(parent)
+            return path[::-1]
+        for following in edges(node):
+            if following not in parents:
+                parents[following] = node
+                frontier.append(following)
+    return None
 
 
 # --- submit: references and cycles ------------------------------------------------------

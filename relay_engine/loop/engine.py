@@ -43,6 +43,7 @@ from relay_engine.loop.rounds import PlannerRounds
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.loop.starter import Starter
 from relay_engine.ops import assignments, commands
+from relay_engine.ops.schedules import start_due_runs
 from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
 from relay_engine.store.db import Store
 from relay_engine.store.engines import mark_stopped, register_engine, this_host
@@ -320,6 +321,7 @@ class Engine:
             self._heartbeat(now)
             changed |= recover_tasks(self.runtime, now)
             changed |= resume_parked(self.store, now)
+            changed |= start_due_runs(self.store, now, self.config.engine)
             changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
             changed |= self.pulls.tick(now)
             changed |= self.rounds.tick(now)

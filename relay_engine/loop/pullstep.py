@@ -25,6 +25,7 @@ from relay_engine.core.states import ACTIVE_TASK_STATES, JobState, PullState
 from relay_engine.git.forges import Forge, ForgeError, MergeAttempt, Opened, PullRef, forge_for
 from relay_engine.git.worktrees import WorkspaceError, open_repo, release_job_branch
 from relay_engine.loop.runtime import EngineRuntime
+from relay_engine.ops.notes import claim_pending, record_write_failed, record_written
 from relay_engine.ops.plans import task_summaries
 from relay_engine.ops.pulls import (
     add_merge_prep,
@@ -150,13 +151,37 @@ class PullRequests:
         except (ForgeError, WorkspaceError) as error:
             return self._failed(job_id, str(error), now)
         act, acted = self._decide(job_id, observed, forge, now)
-        if act is None or forge is None:
-            return acted
-        try:
-            outcome = self._perform(forge, act)
-        except (ForgeError, WorkspaceError) as error:
-            return self._failed(job_id, str(error), now)
-        self._record(job_id, act, forge, outcome, now)
+        if act is not None and forge is not None:
+            try:
+                outcome = self._perform(forge, act)
+            except (ForgeError, WorkspaceError) as error:
+                return self._failed(job_id, str(error), now)
+            self._record(job_id, act, forge, outcome, now)
+            acted = True
+        if forge is not None and pr is not None and pr.published:
+            acted |= self._write_back(job_id, forge, now)
+        return acted
+
+    def _write_back(self, job_id: str, forge: Forge, now: float) -> bool:
+        """Write the job's new and changed notes on its pull request (``[git] publish``); a
+        note the forge refuses keeps its reason and is written on a later check."""
+        owner = self.runtime.engine_id
+        pending = claim_pending(self.store, job_id, self.runtime.config.git.publish, owner, now)
+        if not pending:
+            return False
+        with self.store.read() as session:
+            job = session.get(Job, job_id)
+            pr = session.get(PullRequest, job_id)
+        if job is None or pr is None:
+            return False
+        ref = pull_ref(job, pr)
+        for item in pending:
+            try:
+                comment_id = forge.publish(ref, item.note, item.comment_id)
+            except ForgeError as error:
+                record_write_failed(self.store, item, str(error), now)
+                continue
+            record_written(self.store, item, comment_id, forge.name, now)
         return True
 
     @property

@@ -180,8 +180,9 @@ def fail_task(session: Session, task: Task, error: str, why: str, *, now: float)
         troubleshoot.conclude(session, task, now)
     elif task.kind == "assess":
         hold_gate(session, task, now)
-    else:
-        troubleshoot.request(session, task, now)
+    elif troubleshoot.request(session, task, now) is None:
+        had = "its troubleshooter had its turn already" if task.troubleshoots else None
+        troubleshoot.record_failure(session, task, had, now)
 
 
 def release_task(session: Session, task: Task, reason: str, *, now: float) -> None:

@@ -12,6 +12,8 @@ from sqlmodel import Session, select
 from relay_engine.contracts.planner import AssessorResult, assessor_prompt, validate_assessor_output
 from relay_engine.contracts.task_definitions import TaskDef
 from relay_engine.core.states import TERMINAL_TASK_STATES, TaskState
+from relay_engine.core.writeback import assessment_note
+from relay_engine.ops.notes import record_note
 from relay_engine.ops.plans import replan, task_summaries
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import allowed_wave
@@ -110,6 +112,10 @@ def _apply_verdict(session: Session, job: Job, wave: int, assess: Task, now: flo
         return True
     job.approved_wave = wave + 1
     session.add(job)
+    note = assessment_note(
+        job.id, assess.key, wave, verdict.decision, verdict.summary, verdict.findings
+    )
+    record_note(session, note, now)
     if verdict.decision == "replan":
         guidance = "; ".join([verdict.summary, *verdict.findings]).strip("; ")
         replan(session, job, guidance, now, trigger="wave-assessment")

@@ -17,7 +17,7 @@ from relay_engine.ops.tasks import cancel_task
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
-from relay_engine.store.schema import Job, Plan
+from relay_engine.store.schema import Job, Plan, Schedule
 from relay_engine.store.task_rows import add_tasks, job_tasks
 
 
@@ -35,9 +35,14 @@ class SubmitOutcome:
 def submit_job(
     store: Store, spec: JobSpec, *, now: float, engine: EngineConfig | None = None
 ) -> SubmitOutcome:
-    """Store a job and its tasks in one transaction, or nothing at all.
+    """Store a job and its tasks in one transaction, or nothing at all; a job file with a
+    ``schedule`` is stored as a template instead (:mod:`relay_engine.ops.schedules`).
 
     ``engine`` gives the workspace's default budgets to a job that names none."""
+    if spec.job.schedule is not None:
+        from relay_engine.ops.schedules import submit_schedule
+
+        return submit_schedule(store, spec, now=now)
     job_def = spec.job
     with store.write() as session:
         existing = session.get(Job, job_def.id)
@@ -48,46 +53,65 @@ def submit_job(
                 f"{spec.source}: job {job_def.id!r} already exists with a different definition "
                 f"(submitted from {existing.source_path}); choose another id"
             )
-        session.add(
-            Job(
-                id=job_def.id,
-                title=job_def.title,
-                objective=job_def.objective,
-                repo_path=job_def.repo,
-                base_branch=job_def.base_branch,
-                priority=job_def.priority,
-                mode=job_def.mode,
-                wave_gate=job_def.wave_gate,
-                auto_merge=job_def.auto_merge,
-                review_enabled=job_def.review,
-                max_review_rounds=job_def.max_review_rounds,
-                state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
-                after=list(job_def.after),
-                troubleshoot=job_def.troubleshoot,
-                budget_usd=_first(
-                    job_def.budget_usd, engine.default_budget_usd if engine else None
-                ),
-                budget_tokens=_first(
-                    job_def.budget_tokens, engine.default_budget_tokens if engine else None
-                ),
-                spec_hash=spec.spec_hash(),
-                source_path=str(spec.source),
-                max_plan_rounds=job_def.max_plan_rounds,
-                sim=job_def.sim,
-                created_at=now,
-                updated_at=now,
+        if session.get(Schedule, job_def.id) is not None:
+            raise JobConflict(
+                f"{spec.source}: job {job_def.id!r} is a scheduled job's id; choose another id"
             )
-        )
-        add_tasks(session, job_def.id, job_def.priority, spec.tasks, now=now)
-        waits = f", waiting on {', '.join(job_def.after)}" if job_def.after else ""
-        record_event(
-            session,
-            EventKind.JOB_SUBMITTED,
-            f"job {job_def.id} submitted with {len(spec.tasks)} tasks{waits}",
-            now=now,
-            job_id=job_def.id,
-        )
+        add_job(session, spec, job_id=job_def.id, now=now, engine=engine)
     return SubmitOutcome(job_def.id, created=True, task_count=len(spec.tasks))
+
+
+def add_job(
+    session: Session,
+    spec: JobSpec,
+    *,
+    job_id: str,
+    now: float,
+    engine: EngineConfig | None,
+    why: str = "",
+) -> Job:
+    """The job row, its tasks and the submitted event, in the caller's transaction: what a
+    submit and a schedule's run share (a run's ``job_id`` is ``<template>@<slot>``)."""
+    job_def = spec.job
+    job = Job(
+        id=job_id,
+        title=job_def.title
+        if job_id == job_def.id
+        else f"{job_def.title} @ {job_id.rpartition('@')[2]}",
+        objective=job_def.objective,
+        repo_path=job_def.repo,
+        base_branch=job_def.base_branch,
+        priority=job_def.priority,
+        mode=job_def.mode,
+        wave_gate=job_def.wave_gate,
+        auto_merge=job_def.auto_merge,
+        review_enabled=job_def.review,
+        max_review_rounds=job_def.max_review_rounds,
+        state=JobState.DRAFT if job_def.after else JobState.ACTIVE,
+        after=list(job_def.after),
+        troubleshoot=job_def.troubleshoot,
+        budget_usd=_first(job_def.budget_usd, engine.default_budget_usd if engine else None),
+        budget_tokens=_first(
+            job_def.budget_tokens, engine.default_budget_tokens if engine else None
+        ),
+        spec_hash=spec.spec_hash(),
+        source_path=str(spec.source),
+        max_plan_rounds=job_def.max_plan_rounds,
+        sim=job_def.sim,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(job)
+    add_tasks(session, job_id, job_def.priority, spec.tasks, now=now)
+    waits = f", waiting on {', '.join(job_def.after)}" if job_def.after else ""
+    record_event(
+        session,
+        EventKind.JOB_SUBMITTED,
+        f"job {job_id} submitted with {len(spec.tasks)} tasks{waits}{why}",
+        now=now,
+        job_id=job_id,
+    )
+    return job
 
 
 _T = TypeVar("_T")

@@ -21,6 +21,7 @@ from relay_engine.contracts.planner import (
     materialise,
     planner_prompt,
     validate_planner_output,
+    with_blockers,
 )
 from relay_engine.core.planning import JobFacts
 from relay_engine.core.states import (
@@ -32,8 +33,11 @@ from relay_engine.core.states import (
     TaskState,
     check_plan,
 )
+from relay_engine.core.writeback import plan_note
+from relay_engine.ops.notes import record_note
 from relay_engine.ops.refusals import Refused
 from relay_engine.ops.tasks import cancel_task, drop_task, retry_task
+from relay_engine.ops.upstream import blocker_problems
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import allowed_wave, latest_plan, round_count
@@ -98,6 +102,17 @@ def open_round(
     return plan
 
 
+def _hold_on_blockers(rows: Sequence[Task], result: PlannerResult) -> None:
+    """A child a blocker names waits on that job or task like any cross-job dependency:
+    ``external_deps`` holds ``JOB/TASK`` keys, and (from planners only) bare job ids."""
+    waits: dict[str, list[str]] = {}
+    for blocker in result.blockers:
+        waits.setdefault(blocker.task, []).append(blocker.on)
+    for row in rows:
+        if row.task_id in waits:
+            row.external_deps = sorted({*(row.external_deps or []), *waits[row.task_id]})
+
+
 def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
     """Materialise a successful plan's tasks; idempotent, and a clash fails the plan.
 
@@ -123,7 +138,8 @@ def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
             level="error",
         )
         return
-    add_tasks(session, job.id, job.priority, list(outcome.create), now=now, plan_id=plan.id)
+    rows = add_tasks(session, job.id, job.priority, list(outcome.create), now=now, plan_id=plan.id)
+    _hold_on_blockers(rows, result)
     run_again(session, job, plan, result.unblocks, now)
     plan.children_stored = True
     plan.generated_task_ids = [t.id for t in result.next_tasks]
@@ -158,6 +174,11 @@ def accept_result(session: Session, plan: Plan, result: PlannerResult, now: floa
         job_id=plan.job_id,
         plan_id=plan.id,
     )
+    tasks = [(task.id, task.title or task.id) for task in result.next_tasks]
+    note = plan_note(
+        plan.job_id, plan.round, plan.trigger, result.objective_status, result.assessment, tasks
+    )
+    record_note(session, note, now)
 
 
 def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> None:
@@ -338,13 +359,17 @@ def vet_plan(
     existing = session.exec(select(Task.task_id).where(Task.job_id == job_id)).all()
     roster = fleet_roster(session, now)
     limit = {"max_input_bytes": max_input_bytes} if max_input_bytes else {}
-    return validate_planner_output(
+    vetted = validate_planner_output(
         answer,
         existing_task_ids=existing,
         known_roles={role for agent in roster for role in agent.roles} if roster else None,
         known_agents={agent.id for agent in roster} if roster else None,
         **limit,
     )
+    if isinstance(vetted, PlanAccepted) and vetted.result.blockers:
+        problems = blocker_problems(session, job_id, vetted.result.blockers)
+        return with_blockers(vetted, problems)
+    return vetted
 
 
 def build_planner_prompt(session: Session, job: Job, plan: Plan, now: float) -> str:

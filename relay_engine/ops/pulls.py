@@ -39,9 +39,11 @@ from relay_engine.core.states import (
     TaskState,
     check_pull,
 )
+from relay_engine.core.writeback import review_note
 from relay_engine.git.forges import MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.git.worktrees import job_branch, shared_directory
 from relay_engine.ops.jobs import cancel_unfinished
+from relay_engine.ops.notes import record_note
 from relay_engine.ops.plans import open_round
 from relay_engine.ops.refusals import Refused
 from relay_engine.ops.tasks import cancel_task
@@ -96,6 +98,10 @@ def store_verdict(session: Session, review: Review, task: Task | None, now: floa
         return
     review.verdict, review.summary = answer.verdict, answer.summary
     review.findings = [f.model_dump(mode="json") for f in answer.findings]
+    note = review_note(
+        review.job_id, review.number, answer.verdict, answer.summary, review.findings
+    )
+    record_note(session, note, now)
     says = f"job {review.job_id}: review {review.number} says {answer.verdict}: {answer.summary}"
     record_event(
         session,

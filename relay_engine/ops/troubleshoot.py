@@ -19,7 +19,9 @@ from sqlmodel import Session, col, select
 
 from relay_engine.contracts.troubleshooter import KIND, ROLE, Verdict, parse_verdict
 from relay_engine.core.states import TaskState
+from relay_engine.core.writeback import failure_note
 from relay_engine.git.diffs import task_diff
+from relay_engine.ops.notes import record_note
 from relay_engine.ops.plans import replan
 from relay_engine.ops.tasks import retry_task
 from relay_engine.store.events import EventKind, record_event
@@ -122,12 +124,20 @@ def _retry(session: Session, parent: Task, verdict: Verdict, now: float) -> None
     )
 
 
+def record_failure(session: Session, task: Task, verdict: str | None, now: float) -> None:
+    """The pull request note of a task that failed for good (``verdict``: what its
+    troubleshooter said, None when none looked into it)."""
+    note = failure_note(task.job_id, task.key, task.title, task.attempt, task.error, verdict)
+    record_note(session, note, now)
+
+
 def _anyone_troubleshoots(session: Session) -> bool:
     """An enabled agent with the troubleshooter role, on any engine of the database."""
     return any(a.enabled and ROLE in (a.roles or ()) for a in known_agents(session))
 
 
 def _give_up(session: Session, parent: Task, why: str, now: float) -> None:
+    record_failure(session, parent, why, now)
     parent.error = f"{parent.error or 'failed'} ({why})"[:2000]
     parent.updated_at = now
     session.add(parent)

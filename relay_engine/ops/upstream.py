@@ -1,5 +1,6 @@
 """Applying the waits on other jobs (:mod:`relay_engine.core.upstream`): references and
-cycles refused at submit, and on full ticks the jobs and tasks their upstream lets go.
+cycles refused at submit and in a planner's blockers, and on full ticks the jobs and tasks
+their upstream lets go.
 """
 
 from __future__ import annotations
@@ -10,20 +11,24 @@ from sqlmodel import Session, col, select
 
 from relay_engine.contracts.job_file import JobFileError, JobSpec
 from relay_engine.contracts.keys import task_key
+from relay_engine.contracts.planner import PlannedBlocker
 from relay_engine.contracts.task_definitions import Problem, external_deps
-from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.states import DONE_JOB_STATES, DONE_TASK_STATES, JobState, TaskState
 from relay_engine.core.upstream import (
+    DEAD_JOBS,
     DEAD_TASKS,
     Blocked,
     Ready,
     Wait,
     Waiting,
     batch_cycles,
+    blocker_of,
     closing_field,
     job_wait,
     node_name,
     reference_problems,
     task_wait,
+    wait_path,
 )
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
@@ -119,7 +124,9 @@ def hold_for_other_jobs(
     """Of ``drafts``, the keys that must keep waiting (their job is DRAFT, or a task of
     another job they need has not succeeded) and those blocked by a dead upstream task."""
     draft_jobs = set(session.exec(select(Job.id).where(Job.state == JobState.DRAFT)))
-    states = _task_states(session, {key for task in drafts for key in task.external_deps})
+    upstream = {key for task in drafts for key in task.external_deps}
+    states = _task_states(session, {key for key in upstream if "/" in key})
+    states |= _job_states(session, {key for key in upstream if "/" not in key})
     waiting: set[str] = set()
     blocked: dict[str, str] = {}
     for task in drafts:
@@ -132,14 +139,22 @@ def hold_for_other_jobs(
 
 
 def unblock_revived(store: Store, now: float) -> bool:
-    """Tasks blocked by another job's task that an operator retried wait again."""
+    """Tasks blocked by another job's task (or by a job a planner made them wait on) that
+    an operator revived wait again."""
     with store.read() as session:
         query = select(Task.blocked_by).where(
-            Task.state == TaskState.DRAFT, col(Task.blocked_by).contains("/")
+            Task.state == TaskState.DRAFT,
+            col(Task.blocked_by).contains("/") | col(Task.blocked_by).startswith("job "),
         )
-        blockers = sorted({b for b in session.exec(query.distinct()) if b is not None})
-        states = _task_states(session, blockers)
-    revived = [key for key in blockers if states.get(key) not in DEAD_TASKS]
+        reasons = {r: blocker_of(r) for r in set(session.exec(query.distinct())) if r}
+        keys = {key for key in reasons.values() if key}
+        states = _task_states(session, {k for k in keys if "/" in k})
+        states |= _job_states(session, {k for k in keys if "/" not in k})
+    revived = sorted(
+        reason
+        for reason, key in reasons.items()
+        if key and states.get(key) not in (*DEAD_TASKS, *DEAD_JOBS, JobState.BLOCKED)
+    )
     if not revived:
         return False
     with store.write() as session:
@@ -155,3 +170,57 @@ def _task_states(session: Session, keys: Iterable[str]) -> dict[str, str]:
     if not wanted:
         return {}
     return dict(session.exec(select(Task.key, Task.state).where(col(Task.key).in_(wanted))).all())
+
+
+# --- a planner's blockers ---------------------------------------------------------------
+
+
+def blocker_problems(
+    session: Session, job_id: str, blockers: Sequence[PlannedBlocker]
+) -> list[Problem]:
+    """What a planner's blockers name must exist in another job, and waiting on it must not
+    close a circle back to this job (refused with its path, as a submit refuses one)."""
+    problems = []
+    edges = _WaitGraph(session)
+    for index, blocker in enumerate(blockers):
+        field = f"blockers[{index}].on"
+        owner, _, task_id = blocker.on.partition("/")
+        if owner == job_id:
+            problems.append(Problem(field, f"{blocker.on!r} is this job: use dependencies"))
+            continue
+        exists = session.get(Task, blocker.on) if task_id else session.get(Job, owner)
+        if exists is None:
+            what = f"job {owner!r} has no task {task_id!r}" if task_id else f"no job {owner!r}"
+            problems.append(Problem(field, what))
+            continue
+        path = wait_path(edges, blocker.on, job_id)
+        if path is not None:
+            names = [f"{job_id}/{blocker.task}", *path]
+            cycle = " -> ".join(node_name(node) for node in names)
+            problems.append(Problem(field, f"cycle across jobs: {cycle}"))
+    return problems
+
+
+class _WaitGraph:
+    """What each job or task waits on, read as the search reaches it: a job on its
+    unfinished tasks, a task on its dependencies, its other jobs' work and its job's
+    ``after``. Finished work waits on nothing."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __call__(self, node: str) -> list[str]:
+        if "/" not in node:
+            job = self.session.get(Job, node)
+            if job is None or job.state in DONE_JOB_STATES:
+                return []
+            query = select(Task.key).where(
+                Task.job_id == node, col(Task.state).not_in(list(DONE_TASK_STATES))
+            )
+            return list(self.session.exec(query))
+        task = self.session.get(Task, node)
+        if task is None or task.state in DONE_TASK_STATES:
+            return []
+        job = self.session.get(Job, task.job_id)
+        local = [task_key(task.job_id, dep) for dep in task.dependencies or []]
+        return [*local, *(task.external_deps or []), *((job.after or []) if job else [])]

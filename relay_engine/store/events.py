@@ -27,6 +27,11 @@ class EventKind(StrEnum):
     JOB_READY = "job.ready"
     JOB_FINISHED = "job.finished"
 
+    SCHEDULE_SUBMITTED = "schedule.submitted"
+    SCHEDULE_RUN = "schedule.run"  # a slot came due and its run (a job) was made
+    SCHEDULE_MISSED = "schedule.missed"  # slots passed while no engine ran
+    SCHEDULE_FAILED = "schedule.failed"  # a due slot's run could not be made
+
     TASK_QUEUED = "task.queued"
     TASK_STARTED = "task.started"
     TASK_SUCCEEDED = "task.succeeded"

@@ -351,6 +351,52 @@ class QuotaWindow(SQLModel, table=True):
     observed_at: float = 0.0
 
 
+class Schedule(SQLModel, table=True):
+    """A scheduled job file: the template its runs (jobs ``<id>@<slot>``) are made from, and
+    the cursor up to which its slots are decided (moved by compare-and-swap, so of two
+    engines deciding one slot only one starts its run)."""
+
+    __tablename__ = "relay_schedule"
+    id: str = Field(primary_key=True)
+    cron: str
+    timezone: str = "UTC"
+    catch_up: str = "last"
+    spec: dict[str, Any] = _json({})
+    spec_hash: str = ""
+    source_path: str | None = None
+    cursor_at: float = 0.0  # every slot at or before this is decided
+    last_run_job: str | None = None
+    last_run_at: float | None = None  # the slot of the last run
+    missed_count: int = 0  # slots passed over while no engine ran, all told
+    last_missed_at: float | None = None
+    problem: str | None = None  # why the last run could not be made, until one can
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class PullNote(SQLModel, table=True):
+    """An item relay writes back on a job's pull request (``core/writeback.py``): the text as
+    relay last rendered it, and what the forge holds of it (the comment's id and the digest
+    it was written with), so an update edits that comment and a retry never adds one."""
+
+    __tablename__ = "relay_pr_note"
+    job_id: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)  # plan:2 | assessment:JOB/TASK | review:1 | failure:…
+    kind: str = ""
+    body: str = _text()
+    line_comments: list[dict[str, Any]] = _json([])
+    digest: str = ""
+    posted_digest: str | None = None
+    comment_id: str | None = None
+    forge: str | None = None
+    error: str | None = _optional_text()
+    claimed_by: str | None = None  # the engine writing it to the forge now
+    claim_expires_at: float | None = None
+    posted_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
 class Assignment(SQLModel, table=True):
     __tablename__ = "relay_assignment"
     id: int | None = Field(default=None, primary_key=True)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from relay_engine.contracts.config import GitConfig
 from relay_engine.core.lifecycle import Observation
+from relay_engine.core.writeback import Note
 
 
 class ForgeError(RuntimeError):
@@ -76,6 +77,11 @@ class Forge(Protocol):
 
     def prepare_rebase(self, ref: PullRef) -> tuple[str, ...]:
         """Point the job's rebase ref at the base; the paths that conflict."""
+        ...
+
+    def publish(self, ref: PullRef, note: Note, comment_id: str | None) -> str:
+        """Write a note on the pull request: a new comment (or review), or an edit of
+        ``comment_id``'s; the id the forge keeps it under."""
         ...
 
 

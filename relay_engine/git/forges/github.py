@@ -7,6 +7,13 @@ state,headRefOid,mergeable,reviewDecision,url,number``, ``gh pr merge N --merge
 --match-head-commit SHA``, ``gh pr close N``, and the inherited ``--repo OWNER/REPO``.
 Output is read as gh writes it when stdout is not a terminal: ``pr create`` prints the
 URL, ``pr view --json`` one compact JSON object, ``pr merge`` nothing on success.
+
+Notes (plans, assessments, reviews, failures) go through ``gh api -X METHOD ENDPOINT
+--input FILE`` to GitHub's REST API: an issue comment (``POST issues/N/comments``, edited
+with ``PATCH issues/comments/ID``), a review as a pull request review with its line
+comments (``POST pulls/N/reviews``, its body edited with ``PUT pulls/N/reviews/ID``).
+``gh api`` takes no ``--repo``: the endpoint names ``OWNER/REPO`` itself, or gh's
+``{owner}/{repo}`` placeholders filled from the checkout's remote.
 """
 
 from __future__ import annotations
@@ -15,11 +22,14 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from relay_engine.contracts.config import GitConfig
 from relay_engine.core.lifecycle import Observation
 from relay_engine.core.states import PullState
+from relay_engine.core.writeback import Note, marked_body, marker
 from relay_engine.git.forges import ForgeError, MergeAttempt, MergeKind, Opened, PullRef
 from relay_engine.git.forges.local import LocalForge
 
@@ -38,8 +48,9 @@ class GitHubForge:
         self.repo_name = config.repo
         self.cwd = str(self.git.repo.working_dir)
 
-    def _gh(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = [self.gh, *args, *(["--repo", self.repo_name] if self.repo_name else [])]
+    def _gh(self, *args: str, repo_flag: bool = True) -> subprocess.CompletedProcess[str]:
+        repo = ["--repo", self.repo_name] if self.repo_name and repo_flag else []
+        argv = [self.gh, *args, *repo]
         env = {**os.environ, "GH_PROMPT_DISABLED": "1", "GH_NO_UPDATE_NOTIFIER": "1"}
         env["NO_COLOR"] = "1"
         try:
@@ -131,3 +142,71 @@ class GitHubForge:
 
     def prepare_rebase(self, ref: PullRef) -> tuple[str, ...]:
         return self.git.prepare_rebase(ref)
+
+    # -- notes --------------------------------------------------------------------------
+    def publish(self, ref: PullRef, note: Note, comment_id: str | None) -> str:
+        if ref.number is None:
+            raise ForgeError(f"job {ref.job_id}: no pull request number recorded")
+        listing = (
+            f"pulls/{ref.number}/reviews"
+            if note.kind == "review"
+            else (f"issues/{ref.number}/comments")
+        )
+        # An earlier write may have reached GitHub without its id reaching relay.
+        comment_id = comment_id or self._find_marked(listing, note.key)
+        body = marked_body(note)
+        if comment_id is not None:
+            edit = "PUT" if note.kind == "review" else "PATCH"
+            where = (
+                f"{listing}/{comment_id}"
+                if note.kind == "review"
+                else (f"issues/comments/{comment_id}")
+            )
+            self._api(edit, where, {"body": body})
+            return comment_id
+        if note.kind != "review":
+            return str(self._api("POST", listing, {"body": body})["id"])
+        return self._post_review(ref, note, listing, body)
+
+    def _post_review(self, ref: PullRef, note: Note, listing: str, body: str) -> str:
+        """A review with a line comment per finding that names a line; a line GitHub cannot
+        place in the diff fails the whole review, so then it goes without them (the body
+        lists every finding anyway)."""
+        review: dict[str, Any] = {"body": body, "event": "COMMENT"}
+        if ref.head_sha:
+            review["commit_id"] = ref.head_sha
+        comments = [
+            {"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body}
+            for c in note.line_comments
+        ]
+        if comments:
+            try:
+                return str(self._api("POST", listing, {**review, "comments": comments})["id"])
+            except ForgeError as error:
+                if "422" not in str(error):
+                    raise
+        return str(self._api("POST", listing, review)["id"])
+
+    def _find_marked(self, listing: str, key: str) -> str | None:
+        found = self._api("GET", f"{listing}?per_page=100")
+        wanted = marker(key)
+        for item in found if isinstance(found, list) else []:
+            if isinstance(item, dict) and wanted in str(item.get("body") or ""):
+                return str(item["id"])
+        return None
+
+    def _api(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+        endpoint = f"repos/{self.repo_name or '{owner}/{repo}'}/{path}"
+        with tempfile.TemporaryDirectory(prefix="relay-gh-") as scratch:
+            args = ["api", "-X", method, endpoint]
+            if payload is not None:
+                data = Path(scratch) / "payload.json"
+                data.write_text(json.dumps(payload), encoding="utf-8")
+                args += ["--input", str(data)]
+            result = self._gh(*args, repo_flag=False)
+        if result.returncode != 0:
+            raise self._failed(f"api {method} {path.split('?', maxsplit=1)[0]}", result)
+        try:
+            return json.loads(result.stdout) if result.stdout.strip() else None
+        except ValueError as error:
+            raise ForgeError(f"gh api: unexpected output {result.stdout[:200]!r}") from error

@@ -16,6 +16,7 @@ from git import Repo
 from relay_engine.contracts.config import GitConfig
 from relay_engine.core.lifecycle import CONFLICTING, MERGEABLE, Observation
 from relay_engine.core.states import PullState
+from relay_engine.core.writeback import Note
 from relay_engine.git import branches
 from relay_engine.git.diffs import revision_diff
 from relay_engine.git.forges import ForgeError, MergeAttempt, MergeKind, Opened, PullRef
@@ -166,3 +167,8 @@ class LocalForge:
         if ref.head_sha is None:
             return ()
         return branches.preview_merge(self.repo, base, ref.head_sha).conflicts
+
+    def publish(self, ref: PullRef, note: Note, comment_id: str | None) -> str:
+        """relay's own pull request keeps its notes in relay's database: the row is the
+        record (``relay status JOB`` shows it), so there is nothing to send anywhere."""
+        return comment_id or f"local:{note.key}"

@@ -1,0 +1,63 @@
+"""``relay schedules``: the scheduled jobs (templates), the run each starts next, and the
+last one it started.
+
+A template's slots are decided by whichever engine ticks, so this is also where an operator
+sees the slots that passed while no engine ran (``missed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from rich.table import Table
+
+from relay_engine.cli.output import console, open_store
+from relay_engine.contracts.time_format import format_time
+from relay_engine.ops.schedules import ScheduleView, read_schedules
+from relay_engine.store.db import Store
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    schedules = sub.add_parser("schedules", help="scheduled jobs: their next and last runs")
+    schedules.add_argument("--json", action="store_true")
+    schedules.set_defaults(func=lambda a: cmd_schedules(a, open_store(a, readonly=True)))
+
+
+def cmd_schedules(args: argparse.Namespace, store: Store) -> int:
+    with store.read() as session:
+        views = read_schedules(session, time.time())
+    if args.json:
+        print(json.dumps([view.as_dict() for view in views], indent=2))
+        return 0
+    if not views:
+        console.print('no scheduled jobs: a job file\'s [job] takes schedule = "0 9 * * 1-5"')
+        return 0
+    console.print(schedules_table(views))
+    return 0
+
+
+def schedules_table(views: list[ScheduleView]) -> Table:
+    table = Table(title="schedules", title_justify="left")
+    for column in ("schedule", "cron", "timezone", "catch up", "next run", "last run", "missed"):
+        table.add_column(column, no_wrap=column in ("schedule", "next run", "last run"))
+    for view in views:
+        last = "never"
+        if view.last_run is not None:
+            last = f"{view.last_run} ({view.last_run_state or 'gone'})"
+        if view.problem:
+            last += f"\n[red]{view.problem}[/]"
+        missed = str(view.missed)
+        if view.last_missed_at is not None:
+            missed += f" (last {format_time(view.last_missed_at)})"
+        table.add_row(
+            view.id,
+            view.cron,
+            view.timezone,
+            view.catch_up,
+            view.next_text(),
+            last,
+            missed,
+        )
+    return table
