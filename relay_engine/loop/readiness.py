@@ -143,8 +143,10 @@ def settle_job(session: Session, job: Job, now: float) -> bool:
     with its dependents -- or FAILED when nothing at all was done."""
     # A final review's outcome is the pull request step's business (a stale one is cancelled).
     reviews = select(Review.task_key).where(Review.job_id == job.id)
-    query = select(Task.task_id, Task.state, Task.error, Task.kind).where(
-        Task.job_id == job.id, col(Task.key).not_in(reviews)
+    query = (
+        select(Task.task_id, Task.state, Task.error, Task.kind)
+        .where(Task.job_id == job.id, col(Task.key).not_in(reviews))
+        .order_by(col(Task.key))  # the same task named first on every database
     )
     rows = list(session.exec(query))
     failed = [(task_id, error) for task_id, state, error, _ in rows if state == TaskState.FAILED]

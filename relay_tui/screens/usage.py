@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.events import DescendantFocus, Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -256,8 +257,15 @@ class UsageScreen(ClosesOnce, Screen[None]):
         message.show()
 
     def _show(self, data: UsageData) -> None:
-        if not self.is_attached:
+        if not self.is_attached or self._dismissing:
             return
+        try:
+            self._fill(data)
+        except NoMatches:  # closed while the read was on its way: its tables are gone
+            return
+        self.loaded.set()
+
+    def _fill(self, data: UsageData) -> None:
         self.data = data
         overall = data.overall
         title = Text.assemble((" Usage ", "bold reverse"), "  ")
@@ -275,7 +283,6 @@ class UsageScreen(ClosesOnce, Screen[None]):
                 table.add_row(*usage_cells(row), key=f"{key}:{row.key}")
         self._show_chart(data)
         self._show_budgets(data)
-        self.loaded.set()
 
     def _show_chart(self, data: UsageData) -> None:
         now = getattr(self.app, "clock", time.time)()

@@ -187,7 +187,8 @@ def test_run_wait_keeps_going_until_the_operator_approves(workspace: Workspace) 
         wait_for(lambda: task_state(store, "gate/a") == "SUCCEEDED", what="wave 1 done")
         assert engine.poll() is None  # a wave awaiting approval keeps --wait running
         assert workspace.cli("approve", "gate").returncode == 0
-        assert engine.wait(timeout=60) == 0
+        code = engine.wait(timeout=60)
+        assert code == 0, workspace.cli("status").stdout + workspace.cli("events").stdout
     finally:
         kill_quietly(engine.pid)
     assert task_state(store, "gate/b") == "SUCCEEDED"

@@ -52,8 +52,13 @@ class Tmux:
         if log is not None:
             line = f"{line}; echo $? > {shlex.quote(str(log))}"
         width, height = size
-        self.run("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", str(width),
-                 "-y", str(height), f"sh -c {shlex.quote(line + '; sleep 600')}")  # fmt: skip
+        for attempt in range(3):  # a server killed just before may still be on its way out
+            started = self.run("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x",
+                               str(width), "-y", str(height),
+                               f"sh -c {shlex.quote(line + '; sleep 600')}", check=attempt == 2)  # fmt: skip
+            if started.returncode == 0:
+                break
+            time.sleep(0.5)
         self.run("set-option", "-g", "status", "off")
         self.run("set-window-option", "-g", "aggressive-resize", "on", check=False)
 
@@ -87,6 +92,10 @@ class Tmux:
 
     def kill(self) -> None:
         self.run("kill-server", check=False)
+        for _ in range(50):  # until the server is gone, so a new one can take its socket
+            if self.run("has-session", check=False).returncode != 0:
+                return
+            time.sleep(0.1)
 
 
 def relay_tui(*args: str) -> list[str]:
