@@ -53,6 +53,7 @@ def shown(repo: Path, branch: str, name: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+@pytest.mark.slow
 def test_an_ask_waits_for_the_operator_and_the_answer_reaches_the_agent(
     workspace: Workspace, repo: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_an_always_answer_lets_the_next_task_run_without_asking(
     assert shown(repo, "relay/j", "b.txt") == "b"
 
 
+@pytest.mark.slow
 def test_waiting_on_the_operator_does_not_count_against_the_timeout(
     workspace: Workspace, repo: Path
 ) -> None:
@@ -146,6 +148,7 @@ def test_an_agent_that_may_not_ask_is_refused_at_once(workspace: Workspace, repo
     assert "nobody answers asks here" in events(store, "agent.denied")[0].message
 
 
+@pytest.mark.slow
 def test_a_held_task_is_claimed_by_no_engine_until_it_is_handed_back(
     workspace: Workspace, repo: Path
 ) -> None:

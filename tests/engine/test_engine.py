@@ -52,6 +52,7 @@ def three_stream_dag(count: int = 30, seed: int = 7) -> list[dict[str, Any]]:
     return defs
 
 
+@pytest.mark.slow
 def test_dag_runs_to_success_respecting_dependencies_capacity_and_workstreams(
     workspace: Workspace,
 ) -> None:

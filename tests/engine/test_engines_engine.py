@@ -80,6 +80,7 @@ def test_engines_lists_real_engines_and_a_killed_one_goes_after_a_lease(
         other.close()
 
 
+@pytest.mark.slow
 def test_engines_on_a_database_no_engine_used_says_how_to_start_one(workspace: Workspace) -> None:
     workspace.submit(job_toml("waiting", [{"id": "t", "sim": sim()}]))
     result = workspace.cli("engines")

@@ -135,6 +135,7 @@ def test_a_database_from_a_newer_relay_is_refused(workspace: Workspace) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_a_shared_postgres_of_the_previous_release_waits_for_relay_db_upgrade(
     pg_url: str, tmp_path: Path

@@ -56,6 +56,7 @@ def parallel_tasks(count: int, seconds: float) -> list[dict]:
     return [{"id": f"t{i:02d}", "sim": sim(seconds)} for i in range(count)]
 
 
+@pytest.mark.slow
 def test_three_engines_of_two_slots_run_six_agents_at_once(pg_url: str, tmp_path: Path) -> None:
     workspace = Workspace(tmp_path, pg_url)
     workspace.configure(capacity=2)
@@ -71,6 +72,7 @@ def test_three_engines_of_two_slots_run_six_agents_at_once(pg_url: str, tmp_path
     workspace.close()
 
 
+@pytest.mark.slow
 def test_a_cluster_cap_holds_across_engines(pg_url: str, tmp_path: Path) -> None:
     workspace = Workspace(tmp_path, pg_url)
     workspace.configure(capacity=3)
@@ -120,6 +122,7 @@ def _state(store: Store, key: str) -> str | None:
         return task.state if task else None
 
 
+@pytest.mark.slow
 def test_engines_racing_on_one_workstream_never_both_claim_it(pg_url: str, tmp_path: Path) -> None:
     """Four engines claim at the same instant, many times over: each round, one task of
     the workstream is claimed, whatever the interleaving; other jobs' tasks all are."""

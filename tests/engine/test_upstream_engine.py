@@ -17,6 +17,7 @@ def finished(ws: Workspace, key: str) -> float:
     return task.finished_at
 
 
+@pytest.mark.slow
 def test_a_job_after_another_runs_only_once_that_job_is_done(workspace: Workspace) -> None:
     workspace.submit(job_toml("a", [{"id": "x", "input": "first", "sim": sim(0.4)}]), "a.toml")
     workspace.submit(

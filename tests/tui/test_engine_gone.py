@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import pytest
 from console_helpers import run_async, wait_until
 from helpers import Workspace, job_toml, sim, stop_process, tasks, wait_for
 
@@ -16,6 +17,7 @@ from relay_tui.app import RelayApp
 from relay_tui.widgets.running import RunningTable
 
 
+@pytest.mark.slow
 @run_async
 async def test_runs_of_a_killed_engine_stop_looking_alive(sqlite_workspace: Workspace) -> None:
     ws = sqlite_workspace
