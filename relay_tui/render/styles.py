@@ -107,6 +107,12 @@ def bar(done: int, total: int, width: int = 10) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+def short_id(ident: str) -> str:
+    """A generated id's first 8 characters (as ``relay status`` shows it); a short one whole,
+    rather than cut into something that looks like a typo."""
+    return ident if len(ident) <= 12 else ident[:8]
+
+
 def clip(text: str | None, width: int) -> str:
     if not text:
         return ""

@@ -30,7 +30,7 @@ from relay_tui.data.details import TaskDetail, task_detail
 from relay_tui.data.output import STDOUT_NAME, OutputFollower
 from relay_tui.data.stream import StreamItem
 from relay_tui.messages import DetailRead, OutputRead
-from relay_tui.render.styles import clock_time
+from relay_tui.render.styles import clock_time, short_id
 from relay_tui.render.task_facts import failure_text, item_line, summary
 from relay_tui.screens.base import ClosesOnce, pane_keys
 from relay_tui.widgets.events import EventList, FollowLog
@@ -173,7 +173,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
             if ex.exit_code not in (None, 0):
                 outcome = f"{outcome} (exit {ex.exit_code})"
             table.add_row(
-                ex.id[:8], ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
+                short_id(ex.id), ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
             )
 
     # -- output -------------------------------------------------------------------------
@@ -194,7 +194,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.items.clear()
         self.raw_lines.clear()
         self.query_one("#output", FollowLog).clear()
-        self._run_label = f"execution {chosen.id[:8]} · {chosen.provider or '?'}"
+        self._run_label = f"execution {short_id(chosen.id)} · {chosen.provider or '?'}"
         self._show_search(0)
         execution_id = chosen.id
 

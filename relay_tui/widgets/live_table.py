@@ -171,6 +171,12 @@ class LiveTable(DataTable[Any]):
         stayed maximized until the next resize)."""
         self.fit_columns()
         self.call_after_refresh(self.fit_columns)
+        self.call_after_refresh(self._cursor_into_view)
+
+    def _cursor_into_view(self) -> None:
+        """A table that got shorter (its preview grew a line) keeps its cursor row in view."""
+        if self.is_mounted and self.show_cursor and self.row_count:
+            self._scroll_cursor_into_view(animate=False)
 
     def on_show(self, _event: Show) -> None:
         self.fit_columns()

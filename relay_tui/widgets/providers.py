@@ -33,7 +33,7 @@ class ProvidersTable(LiveTable):
     """One row per provider, and under it one row per agent with its availability."""
 
     COLUMNS = (
-        ("provider", "Provider/agent", 12),
+        ("provider", "Provider/agent", 14),
         ("status", "Status", 14),
         ("reset", "Resets", 6),
         ("in", "In", 5),

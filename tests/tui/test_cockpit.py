@@ -96,7 +96,7 @@ async def test_a_run_whose_engine_is_gone_does_not_look_alive(tmp_path: Path) ->
 
         assert "engine gone 3m ago" in cell("ex-ui-2", "step")
         assert cell("ex-ui-2", "elapsed") == "1:52"
-        assert "1 agent lost with their engine" in text_of(app, "#header")
+        assert "1 agent lost with its engine" in text_of(app, "#header")
         now[0] += 90
         await wait_until(pilot, lambda: "engine gone 4m ago" in cell("ex-ui-2", "step"))
         assert cell("ex-ui-2", "elapsed") == "1:52"  # stopped where the engine was lost
@@ -162,7 +162,7 @@ async def test_event_lines_wrap_again_when_the_pane_narrows(tmp_path: Path) -> N
 @run_async
 async def test_a_keymap_entry_taking_another_key_is_refused_and_said(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
-    config = RelayConfig(keymap={"cancel": "x"})  # x is Close PR
+    config = RelayConfig(agents=default_config().agents, keymap={"cancel": "x"})  # x: Close PR
     app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)

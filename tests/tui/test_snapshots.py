@@ -156,7 +156,7 @@ def test_event_search(snap_compare, sample_app: RelayApp) -> None:
 def test_running_agents(snap_compare, sample_app: RelayApp, size: tuple[int, int]) -> None:
     """What each agent does now, its tokens and cost so far, idle, elapsed against its
     timeout; search/ui's engine went silent, so its row says so and its clock stopped."""
-    steps = pressing("2", row="api-keys/rotate", pane="running")
+    steps = pressing("2", row="ex-rotate-1", pane="running")
     assert snap_compare(sample_app, terminal_size=size, run_before=steps)
 
 
