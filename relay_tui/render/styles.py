@@ -17,6 +17,7 @@ GLYPHS = {
     "CANCELLED": "⊘",
     "BLOCKED": "⊗",
     "HELD": "✎",
+    "DROPPED": "⊖",
     "ACTIVE": "◆",
     "REVIEWING": "◎",
     "READY": "◉",
@@ -49,7 +50,8 @@ _THEME_KEYS = {
     "cli-missing": "error",
     "cli-rejected": "error",
 }
-_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim"}
+_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim",
+          "DROPPED": "dim"}  # fmt: skip
 
 
 def theme_styles(variables: Mapping[str, str]) -> dict[str, str]:

@@ -77,6 +77,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.follower: OutputFollower | None = None
         self._execution: str | None = None
         self._run_label = ""
+        self._execution_rows: list[tuple[str, ...]] = []
         self._repo: tuple[str | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
@@ -147,7 +148,11 @@ class DetailScreen(ClosesOnce, Screen[None]):
         title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title))
         self.query_one("#detail-summary", Static).update(
             summary(
-                task, detail.diffstat, self.state_styles, getattr(self.app, "clock", time.time)()
+                task,
+                detail.diffstat,
+                self.state_styles,
+                getattr(self.app, "clock", time.time)(),
+                detail.wait,
             )
         )
         self.query_one("#detail-input", Static).update(Text(detail.input or "—"))
@@ -166,15 +171,28 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.loaded.set()
 
     def _show_executions(self, executions: Sequence[ExecutionView]) -> None:
-        table = self.query_one("#executions", DataTable)
-        table.clear()
+        """The runs, newest first; rewritten only when they changed (a clear between two
+        frames could leave the column labels at their old widths)."""
+        rows = []
         for ex in executions:
             outcome = (ex.outcome or "ended") if ex.ended_at else "running"
             if ex.exit_code not in (None, 0):
                 outcome = f"{outcome} (exit {ex.exit_code})"
-            table.add_row(
-                short_id(ex.id), ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
+            rows.append(
+                (
+                    short_id(ex.id),
+                    ex.agent or "",
+                    str(ex.attempt),
+                    clock_time(ex.started_at),
+                    outcome,
+                )
             )
+        if rows == self._execution_rows:
+            return
+        self._execution_rows = rows
+        table = self.query_one("#executions", DataTable)
+        table.clear()
+        table.add_rows(rows)
 
     # -- output -------------------------------------------------------------------------
     def _follow(self, task: TaskView, executions: Sequence[ExecutionView]) -> None:

@@ -478,7 +478,7 @@ async def test_confirmations_count_in_words(sample_app: RelayApp) -> None:
         await cursor_to(pilot, "job:api-keys")
         await pilot.press("C")
         await wait_until(pilot, lambda: isinstance(sample_app.screen, ConfirmScreen))
-        assert "3 unfinished tasks are cancelled" in sample_app.screen.question
+        assert "4 unfinished tasks are cancelled" in sample_app.screen.question
         assert "(s)" not in sample_app.screen.question
 
 
@@ -511,8 +511,9 @@ async def test_every_provider_row_shows_at_150x34(sample_app: RelayApp) -> None:
         await wait_loaded(pilot)
         table = sample_app.main_screen.query_one(ProvidersTable)
         await settle(pilot)
-        assert table.row_count == 8
-        assert table.scrollable_content_region.height >= table.row_count + 1
+        assert table.row_count == 12  # 3 providers, 5 agents, then the quota windows
+        assert table.row_keys[7] == "agent:sim-gemini"
+        assert table.scrollable_content_region.height >= 8 + 1  # the column labels too
 
 
 @run_async

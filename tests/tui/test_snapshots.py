@@ -179,7 +179,7 @@ def test_saved_view(snap_compare, sample_app: RelayApp) -> None:
 def test_events_with_a_cursor(snap_compare, sample_app: RelayApp) -> None:
     """The event list has a cursor (enter opens its task); a cancel's three blocked tasks
     are one line."""
-    steps = pressing("5", "up", "up")
+    steps = pressing("5", *["up"] * 4)  # past gate.held, task.swapped and an ask: the cancel
     assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
 
 
@@ -232,4 +232,35 @@ def test_take_over_line(snap_compare, sample_app: RelayApp) -> None:
         pilot.app.push_screen(TakeOverScreen("api-keys/rotate", line, "not inside tmux"))
         await settled_screen(pilot)
 
+    assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)
+
+
+# -- what waits (issues 19 and 20) ----------------------------------------------------------
+def test_blocked_job(snap_compare, sample_app: RelayApp) -> None:
+    """i18n is BLOCKED on a task that failed for good (⊗, its note says which); the operator
+    dropped one of its tasks (⊖)."""
+    steps = pressing(row="i18n/translate")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_task_wait_in_detail(snap_compare, sample_app: RelayApp) -> None:
+    """A task behind a wave gate: what it waits for and the command that opens the gate."""
+    steps = pressing("enter", row="billing/reports")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_gate_held_job_view(snap_compare, sample_app: RelayApp) -> None:
+    """mobile's wave 2 is held shut: the assessment of wave 1 failed (gate.held)."""
+    steps = pressing("enter", row="job:mobile")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_planner_gate_held(snap_compare, sample_app: RelayApp) -> None:
+    steps = pressing(row="wave:mobile:2", pane="planner")
+    assert snap_compare(sample_app, terminal_size=(80, 24), run_before=steps)
+
+
+def test_quota_gauges(snap_compare, sample_app: RelayApp) -> None:
+    """Each account's windows against the 95% watermark: claude's five hours hold new work."""
+    steps = pressing(row="quota:claude:five_hour", pane="providers")
     assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)
