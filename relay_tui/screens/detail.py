@@ -40,6 +40,9 @@ NARROW_WIDTH = 120  # below this the facts and the tabs stack
 KEPT_LINES = 20_000
 
 
+EXECUTION_COLUMNS = ("Run", "Agent", "Try", "Started", "Outcome")
+
+
 def matches_words(text: str, query: str) -> bool:
     lowered = text.lower()
     return all(word in lowered for word in query.lower().split())
@@ -101,9 +104,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#executions", DataTable).add_columns(
-            "Run", "Agent", "Try", "Started", "Outcome"
-        )
+        self.query_one("#executions", DataTable).add_columns(*EXECUTION_COLUMNS)
         self.query_one("#output", FollowLog).focus()
         self.reload()
 
@@ -171,8 +172,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.loaded.set()
 
     def _show_executions(self, executions: Sequence[ExecutionView]) -> None:
-        """The runs, newest first; rewritten only when they changed (a clear between two
-        frames could leave the column labels at their old widths)."""
+        """The runs, newest first; rewritten only when they changed."""
         rows = []
         for ex in executions:
             outcome = (ex.outcome or "ended") if ex.ended_at else "running"
@@ -191,7 +191,9 @@ class DetailScreen(ClosesOnce, Screen[None]):
             return
         self._execution_rows = rows
         table = self.query_one("#executions", DataTable)
-        table.clear()
+        table.clear(columns=True)  # widths of their own: auto widths could leave the labels
+        for index, label in enumerate(EXECUTION_COLUMNS):  # at the old ones for a frame
+            table.add_column(label, width=max([len(label), *(len(row[index]) for row in rows)]))
         table.add_rows(rows)
 
     # -- output -------------------------------------------------------------------------
