@@ -238,8 +238,9 @@ def test_take_over_line(snap_compare, sample_app: RelayApp) -> None:
 # -- what waits (issues 19 and 20) ----------------------------------------------------------
 def test_blocked_job(snap_compare, sample_app: RelayApp) -> None:
     """i18n is BLOCKED on a task that failed for good (⊗, its note says which); the operator
-    dropped one of its tasks (⊖)."""
-    steps = pressing(row="i18n/translate")
+    dropped one of its tasks (⊖); under it, mobile's wave 2 waits behind a held gate (the
+    last row, reached with end: no scrolling history decides what is in view)."""
+    steps = pressing("end")
     assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
 
 
@@ -256,6 +257,7 @@ def test_gate_held_job_view(snap_compare, sample_app: RelayApp) -> None:
 
 
 def test_planner_gate_held(snap_compare, sample_app: RelayApp) -> None:
+    """The planner's last row: mobile's wave 2, its gate held; the preview names the way out."""
     steps = pressing(row="wave:mobile:2", pane="planner")
     assert snap_compare(sample_app, terminal_size=(80, 24), run_before=steps)
 
