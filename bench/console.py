@@ -11,12 +11,19 @@ Prints, each against its target:
     of its own (target <= 400 MB).
 
 Run: .venv/bin/python bench/console.py [--seconds 10] [--tasks 5000] [--rate 500]
+
+``--scale`` measures instead how the console grows with the work it shows: the UI thread's
+CPU per snapshot applied and the peak RSS of a console over ``--scale-tasks`` tasks
+(2,000, 50 of them running) against one over a tenth of that (200, 5 running), each in a
+process of its own, with the same changes per second: ratios, measured in the same run
+(no absolute target: a shared machine moves absolute times, not much their ratio).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import statistics
@@ -38,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from relay_engine.contracts.config import default_config
 from relay_engine.store.db import Store
-from relay_engine.store.schema import Event, Job, Task
+from relay_engine.store.schema import Event, Execution, Job, Task
 from relay_tui.app import RelayApp
 from relay_tui.widgets.jobs import JobsTable
 
@@ -47,7 +54,9 @@ BATCHES_PER_SECOND = 10
 APPLY_TARGET, LATENCY_TARGET_MS, RSS_TARGET_MB = 1.5, 50.0, 400.0
 
 
-def seed(path: Path, tasks: int) -> str:
+def seed(path: Path, tasks: int, running: int = 0) -> str:
+    """``tasks`` draft tasks in one job; the first ``running`` of them running, each with
+    its execution (what the Running agents pane shows)."""
     url = f"sqlite:///{path / 'bench.db'}"
     store = Store(url)
     with store.write() as session:
@@ -69,6 +78,26 @@ def seed(path: Path, tasks: int) -> str:
         ]
         with store.write() as session:
             session.execute(insert(Task), rows)
+    if running:
+        now = time.time()
+        runs = [
+            {"id": f"ex{i:05d}", "job_id": "bench", "task_key": f"bench/t{i:05d}",
+             "agent": "sim", "provider": "sim", "attempt": 1, "started_at": now - i}
+            for i in range(running)
+        ]  # fmt: skip
+        with store.write() as session:
+            session.execute(insert(Execution), runs)
+            session.exec(  # type: ignore[call-overload]
+                update(Task)
+                .where(col(Task.key).in_([r["task_key"] for r in runs]))
+                .values(state="RUNNING", agent="sim", provider="sim", attempt=1, started_at=now)
+            )
+            for run in runs:
+                session.exec(  # type: ignore[call-overload]
+                    update(Task)
+                    .where(col(Task.key) == run["task_key"])
+                    .values(execution_id=run["id"])
+                )
     store.dispose()
     return url
 
@@ -130,9 +159,15 @@ async def baseline(tasks: int, rate: int, seconds: float) -> list[float]:
 
 
 async def console(
-    url: str, path: Path, args: argparse.Namespace, *, press_keys: bool = True
+    url: str,
+    path: Path,
+    args: argparse.Namespace,
+    *,
+    press_keys: bool = True,
+    per_snapshot: list[float] | None = None,
 ) -> tuple[list[float], list[float]]:
-    """CPU seconds per task changed for each snapshot, and key-press latencies."""
+    """CPU seconds per task changed for each snapshot, and key-press latencies (and, into
+    ``per_snapshot``, the CPU seconds of each snapshot applied)."""
     app = RelayApp(path, db_url=url, config=default_config(), poll_interval=0.05)
     latencies: list[float] = []
     async with app.run_test(size=(160, 48)) as pilot:
@@ -153,6 +188,8 @@ async def console(
         thread.join()
         await pilot.pause(0.5)
         applied = list(app.applied)[loaded:]
+    if per_snapshot is not None:
+        per_snapshot.extend(cpu for cpu, changed in applied if changed)
     return [cpu / changed for cpu, changed in applied if changed], latencies
 
 
@@ -183,6 +220,46 @@ def big_run(args: argparse.Namespace) -> None:
     print(f"{peak_rss_mb():.0f}")
 
 
+def scale_one(args: argparse.Namespace) -> None:
+    """In a process of its own: a console over ``--tasks`` tasks, ``--running`` of them
+    running; prints the CPU of each snapshot applied (median, p95) and its peak RSS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        url = seed(path, args.tasks, args.running)
+        applies: list[float] = []
+        asyncio.run(console(url, path, args, press_keys=False, per_snapshot=applies))
+    print(json.dumps({
+        "median_ms": statistics.median(applies) * 1000, "p95_ms": p95(applies) * 1000,
+        "snapshots": len(applies), "rss_mb": peak_rss_mb(),
+    }))  # fmt: skip
+
+
+def scale(args: argparse.Namespace) -> None:
+    """The console at ``--scale-tasks`` against a tenth of it, as ratios."""
+    found = {}
+    big = (args.scale_tasks, args.scale_running)
+    small = (max(1, big[0] // 10), max(1, big[1] // 10))
+    for tasks, running in (small, big):
+        command = [sys.executable, __file__, "--scale-one", "--tasks", str(tasks)]
+        command += ["--running", str(running), "--rate", str(args.rate)]
+        command += ["--seconds", str(args.seconds)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        found[tasks] = json.loads(done.stdout.strip().splitlines()[-1])
+        row = found[tasks]
+        print(
+            f"{tasks} tasks, {running} running: snapshot apply median {row['median_ms']:.2f} ms, "
+            f"p95 {row['p95_ms']:.2f} ms over {row['snapshots']} snapshots; "
+            f"peak RSS {row['rss_mb']:.0f} MB"
+        )
+    base, load = found[small[0]], found[big[0]]
+    print(
+        f"x{big[0] // small[0]} the tasks: apply median x{load['median_ms'] / base['median_ms']:.2f}, "
+        f"p95 x{load['p95_ms'] / base['p95_ms']:.2f}, peak RSS x{load['rss_mb'] / base['rss_mb']:.2f} "
+        f"({args.rate} state changes/s for {args.seconds:.0f} s; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=5000)
@@ -190,9 +267,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--big", type=int, default=50_000, help="tasks in the RSS run")
     parser.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--scale", action="store_true", help="the console at 2,000 tasks vs 200")
+    parser.add_argument("--scale-tasks", type=int, default=2000)
+    parser.add_argument("--scale-running", type=int, default=50)
+    parser.add_argument("--scale-one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--running", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_only:
         big_run(args)
+        return
+    if args.scale_one:
+        scale_one(args)
+        return
+    if args.scale:
+        scale(args)
         return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)

@@ -45,6 +45,8 @@ SHOTS: dict[str, tuple[tuple[int, int], Step, bool]] = {
     "agent-reset": ((100, 30), pressing("R", row="agent:gemini-b", pane="providers"), True),
     "budget": ((80, 24), pressing("b", row="job:docs-site"), True),
     "empty": ((100, 30), pressing(), False),
+    "needs-you": ((120, 36), pressing("6", row="ask:7", pane="needs"), True),
+    "waits": ((120, 36), pressing(row="i18n/translate"), True),
 }
 
 

@@ -58,6 +58,9 @@ class Target:
             return f"{self.job_id} planner"
         if self.job_id:
             return f"job {self.job_id}"
+        if self.row_key and self.row_key.startswith("quota:"):  # quota:ACCOUNT:WINDOW
+            account, _, window = self.row_key.removeprefix("quota:").rpartition(":")
+            return f"{account} {window.replace('_', '-')} quota" if window else "quota windows"
         return self.row_key or ""
 
     def task(self, snapshot: Snapshot | None) -> TaskView | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from relay_engine.core.waits import Wait
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, engine_rows, job_engines
 from relay_engine.store.read_model import (
@@ -27,6 +28,7 @@ from relay_engine.store.read_model import (
     read_reviews,
     read_task_detail,
     read_tasks,
+    read_waits,
 )
 from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 from relay_tui.data.projection import event_view
@@ -44,6 +46,8 @@ class TaskDetail:
     """The latest runs, newest first."""
     job: JobView | None = None
     events: tuple[EventView, ...] = ()
+    wait: Wait | None = None
+    """What it waits for, until when, and the command that releases it."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class JobDetail:
     keys (tasks' ``external_deps``)."""
     engines: tuple[EngineRow, ...] = ()
     """Engines holding the job's claimed tasks."""
+    waits: tuple[Wait, ...] = ()
+    """What the job and its tasks wait for (the job's own wait first)."""
 
 
 def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
@@ -75,6 +81,7 @@ def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
             .limit(event_limit)
         )
         jobs = read_jobs(session, job_ids=[found.task.job_id])
+        waits = read_waits(session, job_id=found.task.job_id)
         return TaskDetail(
             task=found.task,
             input=found.input,
@@ -82,6 +89,7 @@ def task_detail(store: Store, key: str, event_limit: int = 200) -> TaskDetail:
             executions=found.executions,
             job=jobs[0] if jobs else None,
             events=tuple(event_view(e) for e in reversed(list(events))),
+            wait=next((w for w in waits if w.subject == f"task {key}"), None),
         )
 
 
@@ -102,6 +110,7 @@ def job_detail(store: Store, job_id: str, *, now: float, lease_seconds: float) -
             reviews=tuple(read_reviews(session, job_id)),
             upstream=upstream_states(session, jobs[0], tasks),
             engines=tuple(holding_engines(session, job_id, now=now, lease_seconds=lease_seconds)),
+            waits=tuple(read_waits(session, job_id=job_id, now=now, lease_seconds=lease_seconds)),
         )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -22,7 +22,8 @@ from sqlmodel import Session, col, func, select
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.contracts.pricing import DEFAULT_PRICES
 from relay_engine.core.budgets import local_midnight
-from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.states import DONE_TASK_STATES, JobState, TaskState
+from relay_engine.core.waits import Wait
 from relay_engine.store.db import Store, column_rows, select_columns
 from relay_engine.store.engines import RECENT_SECONDS, why_gone
 from relay_engine.store.read_model import (
@@ -38,6 +39,8 @@ from relay_engine.store.read_model import (
     read_executions,
     read_jobs,
     read_plans,
+    read_quota,
+    read_waits,
     spend_by,
     spend_since,
 )
@@ -64,6 +67,10 @@ FULL_RELOAD_SECONDS = 30.0
 SPEND_SECONDS = 1.0
 """A busy job's spend is summed again at most this often (each sum reads its executions)."""
 TODAY_SECONDS = 5.0
+WAITS_SECONDS = 1.0
+"""Waits are read again at most this often while events come in (and on every full reload)."""
+GATE_HELD = "assessment failed"
+"""How a wait says that its wave gate is held shut (:func:`relay_engine.core.waits.task_wait`)."""
 EVENT_BATCH = 5000
 EVENT_LOG_SIZE = 500
 
@@ -109,6 +116,9 @@ class Projection:
         self._progress = ProgressReader(config.prices if config else DEFAULT_PRICES)
         self._today = NO_SPEND
         self._today_read = -TODAY_SECONDS
+        self._waits: dict[str, Wait] = {}
+        self._waits_due = True
+        self._waits_read = -WAITS_SECONDS
 
     def watch_command(self, command_id: int) -> None:
         """Report this command's outcome in the snapshot after some engine applied it."""
@@ -139,6 +149,8 @@ class Projection:
             rows = self._agent_rows(session, listed=bool(agents))
             fleet = self._fleet(session)
             outcomes = self._outcomes(session)
+            waits = self._read_waits(session, bool(events) or full)
+            quota = tuple(read_quota(session, self.config, self.clock()))
         first = not self._loaded_once
         self._loaded_once = True
         tasks = MappingProxyType(dict(self._tasks))
@@ -146,7 +158,7 @@ class Projection:
             tasks=tasks,
             jobs=jobs,
             plans=plans,
-            waves=tuple(wave_views(jobs, tasks.values())),
+            waves=tuple(wave_views(jobs, tasks.values(), waits)),
             runs=runs,
             providers=tuple(provider_views(limits, agents, runs, tasks.values())),
             agents=agents,
@@ -167,7 +179,20 @@ class Projection:
             progress=MappingProxyType(progress),
             asks=asks,
             spend_today=today,
+            waits=waits,
+            quota=quota,
         )
+
+    def _read_waits(self, session: Session, due: bool) -> MappingProxyType[str, Wait]:
+        """What waits, by subject: read again when events came in, at most once a
+        :data:`WAITS_SECONDS` (a burst of events is read once, after it)."""
+        self._waits_due = self._waits_due or due
+        if self._waits_due and time.monotonic() - self._waits_read >= WAITS_SECONDS:
+            found = read_waits(session, now=self.clock(), lease_seconds=self.lease_seconds)
+            self._waits = {wait.subject: wait for wait in found}
+            self._waits_due = False
+            self._waits_read = time.monotonic()
+        return MappingProxyType(dict(self._waits))
 
     def _read_spend(
         self, session: Session, events: Iterable[Event], changed: Iterable[str], full: bool
@@ -359,7 +384,7 @@ def job_progress(tasks: Iterable[TaskView]) -> dict[str, tuple[int, int]]:
     total: Counter[str] = Counter()
     for task in tasks:
         total[task.job_id] += 1
-        if task.state == TaskState.SUCCEEDED:
+        if task.state in DONE_TASK_STATES:  # a dropped task counts as done, empty
             done[task.job_id] += 1
     return {job: (done[job], count) for job, count in total.items()}
 
@@ -386,11 +411,18 @@ def provider_views(
         )
 
 
-def wave_views(jobs: Iterable[JobView], tasks: Iterable[TaskView]) -> Iterable[WaveView]:
-    """Per-wave progress, and whether an operator gate holds the next wave back."""
+def wave_views(
+    jobs: Iterable[JobView], tasks: Iterable[TaskView], waits: Mapping[str, Wait] | None = None
+) -> Iterable[WaveView]:
+    """Per-wave progress, whether an operator gate holds the next wave back, and whether a
+    failed assessment holds it shut (its tasks' waits say so)."""
     stats: dict[tuple[str, int], Counter[str]] = {}
+    held: set[tuple[str, int]] = set()
     for task in tasks:
         stats.setdefault((task.job_id, task.wave), Counter())[task.state] += 1
+        wait = waits.get(f"task {task.key}") if waits else None
+        if wait is not None and GATE_HELD in wait.what:
+            held.add((task.job_id, task.wave))
     for job in jobs:
         waves = sorted(w for (j, w) in stats if j == job.id)
         previous_done = True
@@ -414,5 +446,7 @@ def wave_views(jobs: Iterable[JobView], tasks: Iterable[TaskView]) -> Iterable[W
                 counts[TaskState.RUNNING],
                 awaiting,
                 counts[TaskState.CANCELLED],
+                counts[TaskState.DROPPED],
+                (job.id, wave) in held,
             )
-            previous_done = previous_done and counts[TaskState.SUCCEEDED] == total
+            previous_done = previous_done and sum(counts[s] for s in DONE_TASK_STATES) == total

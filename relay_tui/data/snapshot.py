@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from relay_engine.core.waits import Wait
 from relay_engine.store.read_model import (
     NO_SPEND,
     AgentRow,
@@ -15,6 +16,7 @@ from relay_engine.store.read_model import (
     ExecutionView,
     JobView,
     PlanView,
+    QuotaView,
     SpendView,
     TaskView,
 )
@@ -52,6 +54,10 @@ class WaveView:
     running: int
     awaiting_approval: bool
     cancelled: int = 0
+    dropped: int = 0
+    held: bool = False
+    """Its gate is held shut: the assessment of the wave before failed (``gate.held``), so
+    only the operator opens it (``relay approve``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,23 @@ class Snapshot:
     """Open asks, oldest first: what agents wait on the operator for."""
     spend_today: SpendView = NO_SPEND
     """Spend of the executions started since local midnight."""
+    waits: Mapping[str, Wait] = field(default_factory=dict)
+    """What each waiting task or job waits for, until when, and the command that releases
+    it (:func:`relay_engine.store.read_model.read_waits`), by subject: ``task J/T``, ``job J``."""
+    quota: tuple[QuotaView, ...] = ()
+    """Each account's quota windows: how full, against its ``stop_at``, and when it resets."""
+
+    def task_wait(self, key: str | None) -> Wait | None:
+        return self.waits.get(f"task {key}") if key else None
+
+    def job_wait(self, job_id: str | None) -> Wait | None:
+        return self.waits.get(f"job {job_id}") if job_id else None
+
+    def waits_of_job(self, job_id: str) -> list[Wait]:
+        """The job's own wait, then its tasks' (in the engine's order)."""
+        own = self.job_wait(job_id)
+        tasks = [w for s, w in self.waits.items() if s.startswith(f"task {job_id}/")]
+        return ([own] if own else []) + tasks
 
     def asks_of(self, task_key: str | None) -> list[AskView]:
         return [a for a in self.asks if a.task_key == task_key] if task_key else []

@@ -3,7 +3,9 @@
 Two jobs across two waves with every interesting task state: running, parked on a limited
 provider, failed (with its troubleshooter), blocked, succeeded, and a wave gate waiting for
 the operator; plus the later-stage jobs of :mod:`relay_tui.demo.sample_jobs` (pull requests,
-reviews, a spent budget, a job waiting on another). All times
+reviews, a spent budget, a job waiting on another), of :mod:`relay_tui.demo.sample_needs`
+(asks, a held task) and of :mod:`relay_tui.demo.sample_waits` (a blocked job, a dropped
+task, a held wave gate, quota windows). All times
 are offsets from :data:`NOW`, so a console run with ``clock=lambda: NOW`` renders the same
 pixels every time (tests also pin ``TZ=UTC``).
 """
@@ -23,7 +25,7 @@ from relay_engine.store.schema import (
     ProviderLimit,
     Task,
 )
-from relay_tui.demo import sample_jobs, sample_needs
+from relay_tui.demo import sample_jobs, sample_needs, sample_waits
 from relay_tui.demo.sample_jobs import NOW
 from relay_tui.demo.sample_repo import codex_lines, write_sample_repo
 
@@ -294,6 +296,7 @@ def write_sample(path: Path) -> str:
         session.add_all(_fleet_rows())
         session.add_all(sample_jobs.rows(artifacts))
         session.add_all(sample_needs.rows(artifacts))
+        session.add_all(sample_waits.rows())
     store.dispose()
     for eid in ("ex-ui-2", "ex-schema-1", "ex-fixtures-3"):
         (artifacts / eid).mkdir(parents=True, exist_ok=True)

@@ -135,8 +135,9 @@ def agents_parts(snapshot: Snapshot, capacity: int, alarm: str) -> list[Part]:
     lost = sum(1 for run in tasks if not snapshot.run_alive(run))
     parts = []
     if lost:
-        words = plural(lost, "agent")
-        parts.append(Part((f"{words} lost with their engine", f"{lost} lost"), 1, alarm))
+        whose = "its engine" if lost == 1 else "their engines"
+        words = f"{plural(lost, 'agent')} lost with {whose}"
+        parts.append(Part((words, f"{lost} lost"), 1, alarm))
     if fleet.engines_alive:
         slots = fleet.slots if fleet.slots is not None else capacity * fleet.engines_alive
         working = len(tasks) - lost

@@ -1,5 +1,6 @@
-"""The job view's facts as text: pull request, final review, spend and budget, upstream,
-engines, the branch, and the planner rounds.
+"""The job view's facts as text: what waits (and the command that releases it), pull
+request, final review, spend and budget, upstream, engines, the branch, and the planner
+rounds.
 
 Views in, Rich Text out (the read model's view types its only engine imports), so snapshot tests and the job view agree.
 """
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from relay_engine.contracts.review import finding_lines
 from relay_engine.core.states import DONE_JOB_STATES, JobState
+from relay_engine.core.waits import Wait, wait_lines
 from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
 from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView, TaskView
@@ -87,6 +89,15 @@ def no_review_words(job: JobView | None) -> str:
     ):
         return "none: the job has no git branch, so there is nothing to review or merge"
     return "no review yet: it runs when the work is done"
+
+
+def waits_text(waits: Sequence[Wait], styles: Mapping[str, str]) -> Text:
+    """One line per distinct wait (a gated wave's tasks are one line), with the command that
+    releases it: what an operator coming back types."""
+    if not waits:
+        return Text("nothing waits", style="dim")
+    style = styles.get("PARKED", "")
+    return Text("\n").join(Text(line, style=style) for line in wait_lines(waits))
 
 
 def held_text(tasks: Sequence[TaskView], now: float, styles: Mapping[str, str]) -> Text:

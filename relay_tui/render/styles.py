@@ -17,6 +17,7 @@ GLYPHS = {
     "CANCELLED": "⊘",
     "BLOCKED": "⊗",
     "HELD": "✎",
+    "DROPPED": "⊖",
     "ACTIVE": "◆",
     "REVIEWING": "◎",
     "READY": "◉",
@@ -49,7 +50,8 @@ _THEME_KEYS = {
     "cli-missing": "error",
     "cli-rejected": "error",
 }
-_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim"}
+_PLAIN = {"DRAFT": "dim", "CANCELLED": "dim", "SUPERSEDED": "dim", "CLOSED": "dim",
+          "DROPPED": "dim"}  # fmt: skip
 
 
 def theme_styles(variables: Mapping[str, str]) -> dict[str, str]:
@@ -105,6 +107,12 @@ def bar(done: int, total: int, width: int = 10) -> str:
         return "░" * width
     filled = round(width * done / total)
     return "█" * filled + "░" * (width - filled)
+
+
+def short_id(ident: str) -> str:
+    """A generated id's first 8 characters (as ``relay status`` shows it); a short one whole,
+    rather than cut into something that looks like a typo."""
+    return ident if len(ident) <= 12 else ident[:8]
 
 
 def clip(text: str | None, width: int) -> str:

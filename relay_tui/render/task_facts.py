@@ -1,7 +1,8 @@
 """The task detail's facts as text: its summary line, its failure and where to read more,
 and the lines of its parsed output stream.
 
-Views in, Rich Text out: the read model's view types are its only engine imports.
+Views in, Rich Text out: the read model's view types (and the waits it reads) are its only
+engine imports.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 
+from relay_engine.core.waits import Wait
 from relay_engine.store.read_model import ExecutionView, TaskView
 from relay_tui.data.stream import StreamItem
 from relay_tui.render.styles import clock_time, short_duration, styled
@@ -60,7 +62,11 @@ def _failed(execution: ExecutionView) -> bool:
 
 
 def summary(
-    task: TaskView, diffstat: str | None, styles: Mapping[str, str], now: float | None = None
+    task: TaskView,
+    diffstat: str | None,
+    styles: Mapping[str, str],
+    now: float | None = None,
+    wait: Wait | None = None,
 ) -> Text:
     """State, tries, wave and role; who holds it; the agent; what it waits for; when it
     ran; its diffstat."""
@@ -76,7 +82,9 @@ def summary(
         text.append("\ndepends on " + ", ".join(task.dependencies))
     if task.blocked_by:
         text.append(f"\nblocked by {task.blocked_by}")
-    if task.waiting_on_provider:
+    if wait is not None:  # what it waits for, until when, and what releases it
+        text.append(f"\nwaits for {wait.note()}", style=styles.get("PARKED", ""))
+    elif task.waiting_on_provider:
         text.append(f"\nwaiting on {task.waiting_on_provider} until {clock_time(task.not_before)}")
     if task.started_at:
         ended = clock_time(task.finished_at) if task.finished_at else "now"

@@ -30,7 +30,7 @@ from relay_tui.data.details import TaskDetail, task_detail
 from relay_tui.data.output import STDOUT_NAME, OutputFollower
 from relay_tui.data.stream import StreamItem
 from relay_tui.messages import DetailRead, OutputRead
-from relay_tui.render.styles import clock_time
+from relay_tui.render.styles import clock_time, short_id
 from relay_tui.render.task_facts import failure_text, item_line, summary
 from relay_tui.screens.base import ClosesOnce, pane_keys
 from relay_tui.widgets.events import EventList, FollowLog
@@ -38,6 +38,9 @@ from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120  # below this the facts and the tabs stack
 KEPT_LINES = 20_000
+
+
+EXECUTION_COLUMNS = ("Run", "Agent", "Try", "Started", "Outcome")
 
 
 def matches_words(text: str, query: str) -> bool:
@@ -77,6 +80,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.follower: OutputFollower | None = None
         self._execution: str | None = None
         self._run_label = ""
+        self._execution_rows: list[tuple[str, str, str, str, str]] = []
         self._repo: tuple[str | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
@@ -100,9 +104,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#executions", DataTable).add_columns(
-            "Run", "Agent", "Try", "Started", "Outcome"
-        )
+        self.query_one("#executions", DataTable).add_columns(*EXECUTION_COLUMNS)
         self.query_one("#output", FollowLog).focus()
         self.reload()
 
@@ -147,7 +149,11 @@ class DetailScreen(ClosesOnce, Screen[None]):
         title.update(Text.assemble((f" {task.key} ", "bold reverse"), " ", task.title))
         self.query_one("#detail-summary", Static).update(
             summary(
-                task, detail.diffstat, self.state_styles, getattr(self.app, "clock", time.time)()
+                task,
+                detail.diffstat,
+                self.state_styles,
+                getattr(self.app, "clock", time.time)(),
+                detail.wait,
             )
         )
         self.query_one("#detail-input", Static).update(Text(detail.input or "—"))
@@ -166,15 +172,29 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.loaded.set()
 
     def _show_executions(self, executions: Sequence[ExecutionView]) -> None:
-        table = self.query_one("#executions", DataTable)
-        table.clear()
+        """The runs, newest first; rewritten only when they changed."""
+        rows = []
         for ex in executions:
             outcome = (ex.outcome or "ended") if ex.ended_at else "running"
             if ex.exit_code not in (None, 0):
                 outcome = f"{outcome} (exit {ex.exit_code})"
-            table.add_row(
-                ex.id[:8], ex.agent or "", str(ex.attempt), clock_time(ex.started_at), outcome
+            rows.append(
+                (
+                    short_id(ex.id),
+                    ex.agent or "",
+                    str(ex.attempt),
+                    clock_time(ex.started_at),
+                    outcome,
+                )
             )
+        if rows == self._execution_rows:
+            return
+        self._execution_rows = rows
+        table = self.query_one("#executions", DataTable)
+        table.clear(columns=True)  # widths of their own: auto widths could leave the labels
+        for index, label in enumerate(EXECUTION_COLUMNS):  # at the old ones for a frame
+            table.add_column(label, width=max([len(label), *(len(row[index]) for row in rows)]))
+        table.add_rows(rows)
 
     # -- output -------------------------------------------------------------------------
     def _follow(self, task: TaskView, executions: Sequence[ExecutionView]) -> None:
@@ -194,7 +214,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.items.clear()
         self.raw_lines.clear()
         self.query_one("#output", FollowLog).clear()
-        self._run_label = f"execution {chosen.id[:8]} · {chosen.provider or '?'}"
+        self._run_label = f"execution {short_id(chosen.id)} · {chosen.provider or '?'}"
         self._show_search(0)
         execution_id = chosen.id
 

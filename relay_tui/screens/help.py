@@ -20,7 +20,8 @@ NOTES = (
 )
 GLYPHS = (
     "Glyphs: ○ draft  ◌ queued  ▶ running  ‖ parked  ✔ succeeded  ✘ failed  ⊘ cancelled  ⊗ blocked"
-    "  ·  jobs: ◆ active  ◎ reviewing  ◉ ready  ✔ merged  ⊘ closed  ·  ↳ troubleshooter"
+    "  ✎ held  ⊖ dropped  ·  jobs: ◆ active  ◎ reviewing  ◉ ready  ✔ merged  ⊘ closed"
+    "  ·  ↳ troubleshooter"
 )
 
 

@@ -30,6 +30,7 @@ from relay_tui.render.job_facts import (
     review_text,
     spend_facts,
     upstream_text,
+    waits_text,
 )
 from relay_tui.render.job_graph import graph_nodes
 from relay_tui.render.styles import styled
@@ -38,6 +39,7 @@ from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
 FACT_SECTIONS = (
+    ("Waiting", "job-waits"),
     ("Pull request", "job-pr"),
     ("Final review", "job-review"),
     ("Spend", "job-spend"),
@@ -123,13 +125,14 @@ class JobScreen(ClosesOnce, Screen[None]):
             return
         self.task_count = len(detail.tasks)
         head = Text.assemble((f" {job.id} ", "bold reverse"), " ", job.title, "  ")
-        head.append_text(styled(str(job.state).lower(), str(job.state), self.state_styles))
+        head.append_text(styled(job.shown_state.lower(), job.shown_state, self.state_styles))
         head.append(f" · {job.mode} · {job.priority} · wave gate {job.wave_gate}")
         head.append(" · auto-merge" if job.auto_merge else "")
         title.update(head)
         self.query_one("#job-graph", Static).update(Text("\n").join(graph))
         styles = self.state_styles
         facts = {
+            "job-waits": waits_text(detail.waits, styles),
             "job-pr": pull_text(job.pr, job, styles),
             "job-review": review_text(detail.reviews, job),
             "job-spend": spend_facts(job, styles),

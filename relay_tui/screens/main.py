@@ -210,12 +210,23 @@ class MainScreen(Screen[None]):
                 "needs": len(self.snapshot.asks),
                 "providers": self.query_one(ProvidersTable).row_count,
             }
+            if self.active in rows:  # its preview, under its rows, may take more than a line
+                rows[self.active] += self._preview_lines(self.active) - 1
             shown = {name: count for name, count in rows.items() if self._shown(name)}
             heights.update(fitted_heights(shown, self.query_one("#side").size.height))
         for name, height in heights.items():
             if self._heights.get(name, -1) != height:
                 self._heights[name] = height
                 self.query_one(f"#{name}-pane").styles.height = height or "1fr"
+
+    def _preview_lines(self, name: str) -> int:
+        """How many lines the preview of ``name`` takes at its pane's width (its max-height
+        is 6)."""
+        text = self._previews.get(name, "")
+        width = self.query_one(f"#{name}-pane").content_region.width - 2  # the padding
+        if not text or width <= 0:
+            return 1
+        return min(6, len(Text(text).wrap(self.app.console, width)))
 
     def _render_tabs(self) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -265,6 +276,7 @@ class MainScreen(Screen[None]):
             table.show_cursor = table.id == name
         self._render_tabs()
         self._update_preview(name)
+        self._fit_heights()
         self.post_message(CursorMoved())
 
     def active_table(self) -> LiveTable | None:
@@ -314,6 +326,8 @@ class MainScreen(Screen[None]):
         if self._previews.get(name) != text:  # a layout pass costs; skip it when unchanged
             self._previews[name] = text
             self.query_one(f"#{name}-preview", Static).update(Text(text))
+            if name == self.active:
+                self._fit_heights()
 
     def cycle_sort(self) -> str | None:
         table = self.active_table()

@@ -34,7 +34,7 @@ STATE_ORDER = {
     state: rank
     for rank, state in enumerate(
         ("FAILED", "RUNNING", "HELD", "PARKED", "QUEUED", "BLOCKED", "DRAFT", "SUCCEEDED",
-         "CANCELLED")
+         "CANCELLED", "DROPPED")
     )
 }  # fmt: skip
 FOLDED_JOB_STATES = frozenset({JobState.MERGED, JobState.SUCCEEDED, JobState.CLOSED,
@@ -162,10 +162,13 @@ class JobsTable(SortableTable):
 
     @staticmethod
     def wave_row(wave: WaveView) -> Row:
-        if wave.awaiting_approval:
+        if wave.held:
+            note = f"gate held: the assessment failed — relay approve {wave.job_id}"
+        elif wave.awaiting_approval:
             note = "awaiting approval — press g"
-        elif wave.cancelled:
-            note = f"{wave.cancelled} cancelled"
+        elif wave.cancelled or wave.dropped:
+            ended = {"cancelled": wave.cancelled, "dropped": wave.dropped}
+            note = ", ".join(f"{count} {word}" for word, count in ended.items() if count)
         else:
             note = ""
         return (
@@ -320,6 +323,8 @@ def job_note(job: JobView, progress: tuple[int, int], job_states: Mapping[str, s
     gated = " · gated" if job.wave_gate == "operator" else ""
     if job.budget_exhausted:
         return f"{budget_words(job)} — b raises it"
+    if job.state == JobState.BLOCKED:  # "task x failed; relay retry …": the cause, short
+        return f"blocked: {(job.blocked_by or 'a task failed').partition('; ')[0]}"
     if job.state == JobState.DRAFT:
         if job.blocked_by:
             return f"blocked: {job.blocked_by}"
@@ -355,6 +360,9 @@ def job_preview(job: JobView, snapshot: Snapshot) -> str:
     states = {j.id: j.state for j in snapshot.jobs}
     note = job_note(job, snapshot.job_progress.get(job.id, (0, 0)), states)
     parts = [f"{job.id}: {job.title}", note]
+    wait = snapshot.job_wait(job.id)
+    if wait is not None:
+        parts.append(f"waits for {wait.note()}")
     if job.error:
         parts.append(job.error)
     if job.spend.executions:
@@ -380,6 +388,12 @@ def full_note(task: TaskView, snapshot: Snapshot, now: float) -> str:
         return f"blocked by {task.blocked_by}"
     if task.state == TaskState.PARKED:
         return parked_words(task, snapshot, now)
+    if task.state == TaskState.DROPPED:
+        why = limit_words(task.error, now)
+        return f"dropped: {why}" if why else "dropped: not needed, what needs it goes on"
+    wait = snapshot.task_wait(task.key)
+    if wait is not None:  # a wave gate, or a pin to an agent no live engine defines
+        return f"waits for {wait.note()}"
     if task.state in (TaskState.FAILED, TaskState.CANCELLED):
         return limit_words(task.error, now) or task.state.lower()
     if task.state == TaskState.RUNNING:

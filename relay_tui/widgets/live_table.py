@@ -20,6 +20,9 @@ Row = tuple[str, Sequence[Any]]
 LazyRow = tuple[str, Callable[[], Sequence[Any]]]
 NOTE_CHARS = 200  # a note is one line; the table clips it to its column with an ellipsis
 OFFSCREEN_MARGIN = 4
+BOTTOM_SNAP = 6
+"""A cursor this close to a table's bottom edge (a preview's most lines) goes back to it
+when the table's height changes."""
 """Rows just outside the viewport are kept current too, so a small scroll shows no lag."""
 ROW_CACHES = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
 """DataTable's render caches that hold a row's content (the others hold order and heights)."""
@@ -178,6 +181,25 @@ class LiveTable(DataTable[Any]):
         stayed maximized until the next resize)."""
         self.fit_columns()
         self.call_after_refresh(self.fit_columns)
+        self.call_after_refresh(self._cursor_into_view)
+
+    def _cursor_into_view(self) -> None:
+        """A table whose height changed (its preview took a line more, or less) keeps its
+        cursor row in view: hidden above, it becomes the first line; near the bottom or
+        hidden below, the last. Where it lands depends on the row and the new height only,
+        not on how many lines the previews of the rows passed on the way took."""
+        if not (self.is_mounted and self.show_cursor and self.row_count):
+            return
+        visible = self.scrollable_content_region.height - (
+            self.header_height if self.show_header else 0
+        )
+        if visible <= 0:
+            return
+        row, top = self.cursor_row, round(self.scroll_y)
+        if row < top:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= top + visible - BOTTOM_SNAP:
+            self.scroll_to(y=max(0, row - visible + 1), animate=False, immediate=True)
 
     def on_show(self, _event: Show) -> None:
         self.fit_columns()

@@ -1,5 +1,6 @@
 """The Planner waves table: per job, its planner rounds (trigger, guidance, status) and its
-waves' progress, with the wave gate that waits for ``g``."""
+waves' progress, with the wave gate that waits for ``g`` (or that a failed assessment holds
+shut until the operator approves)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class PlannerTable(LiveTable):
         self.sync(self.build_rows(snapshot, styles), keep_order=True)
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
+        if key is not None and key.startswith("wave:"):
+            return wave_preview(key, snapshot)
         if key is None or not key.startswith("plan:"):
             return ""
         plan = next((p for p in snapshot.plans if f"plan:{p.id}" == key), None)
@@ -50,6 +53,17 @@ class PlannerTable(LiveTable):
         wait = plan_wait(plan, job, snapshot) if job else None
         parts += [wait or plan.error or plan.rejection or plan.assessment or ""]
         return ": ".join(p for p in parts if p)
+
+
+def wave_preview(key: str, snapshot: Snapshot) -> str:
+    """A held or gated wave: what its tasks wait for and the command that opens it."""
+    _, job_id, number = key.split(":", 2)
+    keys = {t.key for t in snapshot.tasks.values() if t.job_id == job_id and str(t.wave) == number}
+    waits = [w for k in sorted(keys) if (w := snapshot.task_wait(k)) is not None]
+    if not waits:
+        return ""
+    many = "tasks wait" if len(waits) > 1 else "task waits"
+    return f"{job_id} wave {number}: {len(waits)} {many} for {waits[0].note()}"
 
 
 def plan_wait(plan: PlanView, job: JobView, snapshot: Snapshot) -> str | None:
@@ -87,7 +101,10 @@ def plan_row(plan: PlanView, styles: Mapping[str, str], wait: str | None = None)
 
 
 def wave_progress_row(wave: WaveView, styles: Mapping[str, str]) -> Row:
-    if wave.awaiting_approval:
+    if wave.held:  # gate.held: a gate that cannot decide stays closed until the operator does
+        status = styled("gate held", "FAILED", styles)
+        note = f"the assessment before it failed — g or relay approve {wave.job_id}"
+    elif wave.awaiting_approval:
         status, note = styled("gate", "PARKED", styles), "awaiting approval — press g"
     elif wave.done == wave.total:
         status, note = styled("done", "SUCCEEDED", styles), ""
@@ -99,7 +116,9 @@ def wave_progress_row(wave: WaveView, styles: Mapping[str, str]) -> Row:
         status, note = styled(f"{wave.cancelled} cancelled", "CANCELLED", styles), ""
     else:
         status, note = Text("pending", style="dim", end=""), ""
-    if wave.cancelled and wave.done + wave.cancelled == wave.total:
+    if wave.cancelled and wave.done + wave.cancelled + wave.dropped == wave.total:
         status = styled(f"done · {wave.cancelled} cancelled", "CANCELLED", styles)
+    elif wave.dropped and wave.done + wave.dropped == wave.total:
+        status = styled(f"done · {wave.dropped} dropped", "SUCCEEDED", styles)
     progress = f"{bar(wave.done, wave.total)} {wave.done}/{wave.total}"
     return (f"wave:{wave.job_id}:{wave.wave}", (f"├ wave {wave.wave}", status, progress, note))

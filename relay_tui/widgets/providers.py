@@ -1,5 +1,7 @@
 """The Providers table: each provider (ok or limited, its reset and countdown, work parked on
-it) and under it each of its agents with whether it can work and the fix when it cannot."""
+it) and under it each of its agents with whether it can work and the fix when it cannot, and
+under them each account's quota windows as gauges: how much of the window is used against the
+``stop_at`` watermark above which no new task starts there, and when the window resets."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ from typing import ClassVar
 from rich.text import Text
 
 from relay_engine.core.states import TaskState
-from relay_engine.store.read_model import AgentRow
+from relay_engine.store.read_model import AgentRow, QuotaView
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.render.limits import limit_words, reset_words
-from relay_tui.render.styles import clock_time, duration, styled
+from relay_tui.render.styles import bar, clock_time, duration, short_duration, styled
 from relay_tui.widgets.live_table import LiveTable, Row
 
 AGENT_ROW = "agent:"
+QUOTA_ROW = "quota:"
+QUOTA_WARN = 0.85
+"""A window this close to its watermark (as a share of ``stop_at``) shows as a warning."""
 AGENT_OK = frozenset({"ready"})
 AGENT_WAITING = frozenset({"limited", "unreachable", "budget"})
 
@@ -33,7 +38,7 @@ class ProvidersTable(LiveTable):
     """One row per provider, and under it one row per agent with its availability."""
 
     COLUMNS = (
-        ("provider", "Provider/agent", 12),
+        ("provider", "Provider/agent", 14),
         ("status", "Status", 14),
         ("reset", "Resets", 6),
         ("in", "In", 5),
@@ -68,6 +73,9 @@ class ProvidersTable(LiveTable):
             rows += [agent_row(a, snapshot, now, styles) for a in agents.pop(provider.provider, [])]
         for rest in agents.values():  # agents of a provider nobody has used yet
             rows += [agent_row(a, snapshot, now, styles) for a in rest]
+        if snapshot.quota:  # last: where the pane is short, the gauges scroll out first
+            rows.append((QUOTA_ROW, (Text("quota windows", style="bold", end=""), *[""] * 5)))
+            rows += [quota_row(q, now, styles) for q in snapshot.quota]
         return rows
 
     now = 0.0
@@ -78,6 +86,13 @@ class ProvidersTable(LiveTable):
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         now = self.now
+        if key == QUOTA_ROW:
+            return (
+                "quota windows: used against the stop_at watermark, above which no new task starts"
+            )
+        if key is not None and key.startswith(QUOTA_ROW):
+            quota = next((q for q in snapshot.quota if quota_key(q) == key), None)
+            return quota_preview(quota, now) if quota else ""
         if key is not None and key.startswith(AGENT_ROW):
             agent = snapshot.agent_row(key.removeprefix(AGENT_ROW))
             return agent_preview(agent, now) if agent else ""
@@ -125,3 +140,55 @@ def agent_preview(agent: AgentRow, now: float | None = None) -> str:
     fix = f"fix: {agent.fix}" if agent.fix else "no fix needed"
     reason = f" — {limit_words(agent.reason, now)}" if agent.reason else ""
     return f"{agent.id}: {fix}{reason}"
+
+
+def quota_key(quota: QuotaView) -> str:
+    return f"{QUOTA_ROW}{quota.key}:{quota.window}"
+
+
+def percent(share: float | None) -> str:
+    return "?%" if share is None else f"{round(share * 100)}%"
+
+
+def quota_row(quota: QuotaView, now: float, styles: Mapping[str, str]) -> Row:
+    """``└ claude/work five-hour   used ████░ 72%/95%   10:00  1h``: used, then the
+    watermark (``stop_at``)."""
+    used = quota.utilization
+    if quota.holding:
+        style = styles.get("FAILED", "")
+    elif used is not None and used >= QUOTA_WARN * quota.stop_at:
+        style = styles.get("limited", "")
+    else:
+        style = styles.get("ok", "")
+    gauge = Text("used ", style="dim", end="")
+    if used is None:
+        gauge.append(f"{quota.status.replace('_', ' ')}, no % said", style=style)
+    else:
+        gauge.append(bar(round(min(used, 1.0) * 100), 100, 5), style=style)
+        gauge.append(f" {percent(used)}", style=style)
+    gauge.append(f"/{percent(quota.stop_at)}", style="dim")
+    name = f"{quota.key} {quota.label}"  # the account: "claude", "claude/work"
+    resets = quota.resets_at
+    return (
+        quota_key(quota),
+        (
+            Text.assemble(("└ ", "dim"), (name, "italic"), end=""),
+            gauge,
+            clock_time(resets)[:5] if resets else "",
+            short_duration(resets - now) if resets and resets > now else "",
+            "",
+            "",
+        ),
+    )
+
+
+def quota_preview(quota: QuotaView, now: float) -> str:
+    """What the gauge says in words: used against the watermark, and the reset."""
+    if quota.holding and quota.reason:
+        return f"{quota.reason}: no new task starts on {quota.key} until then"
+    used = f"{percent(quota.utilization)} used" if quota.utilization is not None else "no % said"
+    reset = f" — {reset_words(quota.resets_at, now)}" if quota.resets_at else ""
+    return (
+        f"{quota.key} {quota.label} window: {used}, new work stops at "
+        f"{percent(quota.stop_at)}{reset}"
+    )

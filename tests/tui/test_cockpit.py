@@ -16,7 +16,7 @@ from console_helpers import (
 )
 from textual.widgets import Static
 
-from relay_engine.contracts.config import AgentConfig, RelayConfig, default_config
+from relay_engine.contracts.config import RelayConfig, default_config
 from relay_engine.store.db import Store
 from relay_engine.store.read_model import NO_SPEND, BudgetView, JobView, SpendView
 from relay_engine.store.schema import AgentRecord, AgentStatus, Event, Execution, Job, Plan, Task
@@ -96,7 +96,7 @@ async def test_a_run_whose_engine_is_gone_does_not_look_alive(tmp_path: Path) ->
 
         assert "engine gone 3m ago" in cell("ex-ui-2", "step")
         assert cell("ex-ui-2", "elapsed") == "1:52"
-        assert "1 agent lost with their engine" in text_of(app, "#header")
+        assert "1 agent lost with its engine" in text_of(app, "#header")
         now[0] += 90
         await wait_until(pilot, lambda: "engine gone 4m ago" in cell("ex-ui-2", "step"))
         assert cell("ex-ui-2", "elapsed") == "1:52"  # stopped where the engine was lost
@@ -162,8 +162,7 @@ async def test_event_lines_wrap_again_when_the_pane_narrows(tmp_path: Path) -> N
 @run_async
 async def test_a_keymap_entry_taking_another_key_is_refused_and_said(tmp_path: Path) -> None:
     url = write_sample(tmp_path)
-    sim = AgentConfig(id="sim", provider="sim")
-    config = RelayConfig(agents=(sim,), keymap={"cancel": "x"})  # x is Close PR
+    config = RelayConfig(agents=default_config().agents, keymap={"cancel": "x"})  # x: Close PR
     app = RelayApp(tmp_path, db_url=url, clock=frozen_clock, blink=False, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)
@@ -479,7 +478,7 @@ async def test_confirmations_count_in_words(sample_app: RelayApp) -> None:
         await cursor_to(pilot, "job:api-keys")
         await pilot.press("C")
         await wait_until(pilot, lambda: isinstance(sample_app.screen, ConfirmScreen))
-        assert "3 unfinished tasks are cancelled" in sample_app.screen.question
+        assert "4 unfinished tasks are cancelled" in sample_app.screen.question
         assert "(s)" not in sample_app.screen.question
 
 
@@ -512,8 +511,9 @@ async def test_every_provider_row_shows_at_150x34(sample_app: RelayApp) -> None:
         await wait_loaded(pilot)
         table = sample_app.main_screen.query_one(ProvidersTable)
         await settle(pilot)
-        assert table.row_count == 8
-        assert table.scrollable_content_region.height >= table.row_count + 1
+        assert table.row_count == 12  # 3 providers, 5 agents, then the quota windows
+        assert table.row_keys[7] == "agent:sim-gemini"
+        assert table.scrollable_content_region.height >= 8 + 1  # the column labels too
 
 
 @run_async

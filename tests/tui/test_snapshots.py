@@ -156,7 +156,7 @@ def test_event_search(snap_compare, sample_app: RelayApp) -> None:
 def test_running_agents(snap_compare, sample_app: RelayApp, size: tuple[int, int]) -> None:
     """What each agent does now, its tokens and cost so far, idle, elapsed against its
     timeout; search/ui's engine went silent, so its row says so and its clock stopped."""
-    steps = pressing("2", row="api-keys/rotate", pane="running")
+    steps = pressing("2", row="ex-rotate-1", pane="running")
     assert snap_compare(sample_app, terminal_size=size, run_before=steps)
 
 
@@ -179,7 +179,7 @@ def test_saved_view(snap_compare, sample_app: RelayApp) -> None:
 def test_events_with_a_cursor(snap_compare, sample_app: RelayApp) -> None:
     """The event list has a cursor (enter opens its task); a cancel's three blocked tasks
     are one line."""
-    steps = pressing("5", "up", "up")
+    steps = pressing("5", *["up"] * 4)  # past gate.held, task.swapped and an ask: the cancel
     assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
 
 
@@ -232,4 +232,37 @@ def test_take_over_line(snap_compare, sample_app: RelayApp) -> None:
         pilot.app.push_screen(TakeOverScreen("api-keys/rotate", line, "not inside tmux"))
         await settled_screen(pilot)
 
+    assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)
+
+
+# -- what waits (issues 19 and 20) ----------------------------------------------------------
+def test_blocked_job(snap_compare, sample_app: RelayApp) -> None:
+    """i18n is BLOCKED on a task that failed for good (⊗, its note says which); the operator
+    dropped one of its tasks (⊖); under it, mobile's wave 2 waits behind a held gate (the
+    last row, reached with end: no scrolling history decides what is in view)."""
+    steps = pressing("end")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_task_wait_in_detail(snap_compare, sample_app: RelayApp) -> None:
+    """A task behind a wave gate: what it waits for and the command that opens the gate."""
+    steps = pressing("enter", row="billing/reports")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_gate_held_job_view(snap_compare, sample_app: RelayApp) -> None:
+    """mobile's wave 2 is held shut: the assessment of wave 1 failed (gate.held)."""
+    steps = pressing("enter", row="job:mobile")
+    assert snap_compare(sample_app, terminal_size=(120, 36), run_before=steps)
+
+
+def test_planner_gate_held(snap_compare, sample_app: RelayApp) -> None:
+    """The planner's last row: mobile's wave 2, its gate held; the preview names the way out."""
+    steps = pressing(row="wave:mobile:2", pane="planner")
+    assert snap_compare(sample_app, terminal_size=(80, 24), run_before=steps)
+
+
+def test_quota_gauges(snap_compare, sample_app: RelayApp) -> None:
+    """Each account's windows against the 95% watermark: claude's five hours hold new work."""
+    steps = pressing(row="quota:claude:five_hour", pane="providers")
     assert snap_compare(sample_app, terminal_size=(100, 30), run_before=steps)
