@@ -1160,7 +1160,7 @@ def _task_waits(session: Session, job_id: str | None) -> list[Wait]:
     # DRAFT tasks wait only behind a gate: read those of gated jobs, not every draft.
     drafts = and_(col(Task.state) == TaskState.DRAFT, col(Task.job_id).in_(sorted(gates)))
     held_or_parked = col(Task.state).in_([s for s in WAITING_TASK_STATES if s != TaskState.DRAFT])
-    query = select(*WAIT_COLUMNS).where(or_(held_or_parked, drafts))
+    query = select(*WAIT_COLUMNS).where(or_(held_or_parked, drafts))  # type: ignore[call-overload]
     if job_id is not None:
         query = query.where(col(Task.job_id) == job_id)
     found = []
