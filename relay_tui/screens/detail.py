@@ -80,7 +80,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.follower: OutputFollower | None = None
         self._execution: str | None = None
         self._run_label = ""
-        self._execution_rows: list[tuple[str, str, str, str, str]] = []
+        self._execution_rows: list[tuple[str, ...]] = []
         self._repo: tuple[str | None, str, str] | None = None
 
     def compose(self) -> ComposeResult:
@@ -173,7 +173,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
 
     def _show_executions(self, executions: Sequence[ExecutionView]) -> None:
         """The runs, newest first; rewritten only when they changed."""
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for ex in executions:
             outcome = (ex.outcome or "ended") if ex.ended_at else "running"
             if ex.exit_code not in (None, 0):
