@@ -159,7 +159,13 @@ def test_outside_tmux_the_console_shows_the_line_to_paste(sqlite_workspace: Work
         wait_for(lambda: tasks(ws.store())["j/t"].state == "RUNNING", timeout=60)
         take_over(tmux)
         screen = tmux.wait_for(lambda text: "Run this in a shell" in text)
-        rows = [row.split("█")[1].strip() for row in screen.splitlines() if row.count("█") >= 2]
+        # The dialog's columns: between the borders around its title (the panes behind it
+        # have bars of the same character).
+        lines = screen.splitlines()
+        title = next(line for line in lines if "Run this in a shell" in line)
+        at = title.index("Run this in a shell")
+        left, right = title.rindex("█", 0, at), title.index("█", at)
+        rows = [line[left + 1 : right].strip() for line in lines if len(line) > right]
         first = next(i for i, row in enumerate(rows) if row.startswith("cd "))
         # The dialog wraps a long line at a space, or inside a path longer than its width.
         shown = "".join(rows[first:]).replace(" ", "")

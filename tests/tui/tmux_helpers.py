@@ -38,6 +38,8 @@ class Tmux:
         self.cwd = cwd
         self.env = {**os.environ, "TERM": "xterm-256color", "TZ": "UTC", **(env or {})}
         self.env.pop("TMUX", None)  # a tmux inside the test's tmux would be the user's
+        for variable in ("COLUMNS", "LINES"):  # they would override the window's own size
+            self.env.pop(variable, None)
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
