@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,17 @@ class _Grants:
         self.visible += other.visible
 
 
+RELAY_RUNTIME = sorted(
+    {
+        str(Path(p).resolve())
+        for p in (sys.prefix, sys.base_prefix, Path(__file__).resolve().parents[2])
+    }
+)
+"""Relay's Python and its own source, shown read-only: the sim agent, the memory server and
+the merge-checks runner are relay's interpreter running relay's code, and a checkout or
+virtualenv under /tmp would otherwise vanish under the sandbox's private /tmp."""
+
+
 @dataclass(frozen=True)
 class Site:
     """Where a launch happens: the facts a sandbox is cut from."""
@@ -160,6 +172,7 @@ def sandbox_spec(site: Site, agent: AgentConfig, adapter: Adapter, network: bool
     cwd = _real(site.cwd)
     grants = _work_folder(cwd, _real(site.workspace))
     grants.visible.append(_real(site.workspace))  # read-only, even under the private /tmp
+    grants.visible += RELAY_RUNTIME  # what relay's own agents run on (sim, memory server)
     # Only agent/ of its artifact folder: relay later reads stdout.txt and rewrites it (a
     # planted symlink there would have relay write a host file), and recovery trusts
     # process.json; the agent's result goes to agent/result.json.
