@@ -43,7 +43,7 @@ from relay_engine.agents.runner import (
     recorded_group,
     tagged_processes,
 )
-from relay_engine.agents.sandbox import host_sandbox
+from relay_engine.agents.sandbox import RELAY_RUNTIME, host_sandbox
 from relay_engine.contracts.config import KNOWN_ROLES
 from relay_engine.core.sandbox import SandboxSpec, bwrap_argv
 
@@ -80,7 +80,10 @@ def spec_for(
 
 def sandbox_argv(folder: Path) -> list[str]:
     bwrap = host_sandbox().bwrap or "bwrap"
-    return bwrap_argv(bwrap, SandboxSpec(cwd=str(folder), writable=(str(folder),), network=False))
+    spec = SandboxSpec(
+        cwd=str(folder), writable=(str(folder),), visible=tuple(RELAY_RUNTIME), network=False
+    )  # the sim agents are relay's Python running relay's code, wherever they live
+    return bwrap_argv(bwrap, spec)
 
 
 def read_pid(path: Path) -> int:
