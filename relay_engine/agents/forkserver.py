@@ -84,8 +84,12 @@ def tag_environ(execution_id: str) -> bool:
 
 
 def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
-    """One request and its descriptors; None at end-of-file (the engine is gone)."""
-    data, ancillary, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(FDS * 4))
+    """One request and its descriptors; None at end-of-file or a reset (the engine is gone:
+    killed, its socket reset, which is no fault of ours to print)."""
+    try:
+        data, ancillary, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(FDS * 4))
+    except ConnectionError:
+        return None
     if not data:
         return None
     fds: list[int] = []

@@ -159,16 +159,17 @@ def test_outside_tmux_the_console_shows_the_line_to_paste(sqlite_workspace: Work
         wait_for(lambda: tasks(ws.store())["j/t"].state == "RUNNING", timeout=60)
         take_over(tmux)
         screen = tmux.wait_for(lambda text: "Run this in a shell" in text)
-        # The dialog's columns: between the borders around its title (the panes behind it
-        # have bars of the same character).
+        # The line's column: where "cd /" starts; the dialog's rows run from there to its
+        # border (the panes behind it have bars of the same character).
         lines = screen.splitlines()
-        title = next(line for line in lines if "Run this in a shell" in line)
-        at = title.index("Run this in a shell")
-        left, right = title.rindex("█", 0, at), title.index("█", at)
-        rows = [line[left + 1 : right].strip() for line in lines if len(line) > right]
-        first = next(i for i, row in enumerate(rows) if row.startswith("cd "))
+        first = next(i for i, line in enumerate(lines) if "cd /" in line)
+        left = lines[first].index("cd /")
+        rows = []
+        for line in lines[first:]:
+            end = line.find("█", left)
+            rows.append(line[left : end if end >= 0 else len(line)])
         # The dialog wraps a long line at a space, or inside a path longer than its width.
-        shown = "".join(rows[first:]).replace(" ", "")
+        shown = "".join(rows).replace(" ", "")
         line = f"cd {ws.path / '.relay/worktrees/j/t'} && sh {ws.path / '.relay/takeover/j/t.sh'}"
         assert line.replace(" ", "") in shown, screen
         script = (ws.path / ".relay" / "takeover" / "j" / "t.sh").read_text()
