@@ -159,13 +159,15 @@ def test_outside_tmux_the_console_shows_the_line_to_paste(sqlite_workspace: Work
         wait_for(lambda: tasks(ws.store())["j/t"].state == "RUNNING", timeout=60)
         take_over(tmux)
         screen = tmux.wait_for(lambda text: "Run this in a shell" in text)
-        # The line's column: where "cd /" starts; the dialog's rows run from there to its
-        # border (the panes behind it have bars of the same character).
+        # The line sits between the question and the hint, from the question's column to the
+        # dialog's border (the panes behind it have bars of the same character); the dialog
+        # wraps it wherever it likes, even right after "cd".
         lines = screen.splitlines()
-        first = next(i for i, line in enumerate(lines) if "cd /" in line)
-        left = lines[first].index("cd /")
+        question = next(i for i, line in enumerate(lines) if "No window opened" in line)
+        left = lines[question].index("No window opened")
+        hint = next(i for i in range(question, len(lines)) if "It opens" in lines[i])
         rows = []
-        for line in lines[first:]:
+        for line in lines[question + 1 : hint]:
             end = line.find("█", left)
             rows.append(line[left : end if end >= 0 else len(line)])
         # The dialog wraps a long line at a space, or inside a path longer than its width.
