@@ -7,6 +7,7 @@ engine's answer comes back as a toast.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from relay_engine.contracts.config import RelayConfig
@@ -83,7 +84,11 @@ class TaskActions:
             self.snapshot.agent_rows or self.snapshot.agents or config_agents(self.config),
             task.role,
         )
+        snapshot = self.snapshot
+        running = Counter(
+            run.agent for run in snapshot.runs if run.agent and snapshot.run_alive(run)
+        )
         self.push_screen(
-            PinScreen(task.key, agents, self.snapshot.providers),
+            PinScreen(task.key, agents, snapshot.providers, running),
             lambda agent_id: agent_id and self.send_command(pin_command(task, agent_id)),
         )

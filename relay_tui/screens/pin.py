@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from textual import on
 from textual.app import ComposeResult
@@ -21,9 +21,10 @@ CANNOT_WORK = frozenset({"auth", "cli-missing", "cli-rejected", "unreachable"})
 """Agents listed but not offered: a pin to one would park the work."""
 
 
-def agent_label(agent: AgentRow, provider: ProviderView | None) -> str:
-    """The agent, and whether it can work: its own state first (not logged in, CLI
-    missing), then its provider's limit."""
+def agent_label(agent: AgentRow, provider: ProviderView | None, running: int = 0) -> str:
+    """The agent, whether it can work (its own state first: not logged in, CLI missing;
+    then its provider's limit), and how many runs it has now (its own, not its
+    provider's: two agents of one provider are told apart here)."""
     if agent.status != "ready":
         state = agent.summary + (
             f" — {agent.fix}" if agent.fix and agent.status in CANNOT_WORK else ""
@@ -32,8 +33,8 @@ def agent_label(agent: AgentRow, provider: ProviderView | None) -> str:
         state = f"{agent.provider} limited until {clock_time(provider.reset_at)}"
     else:
         state = f"{agent.provider} ok"
-    running = f", {provider.running} running" if provider and provider.running else ""
-    return f"{agent.id}  ·  {state}{running}"
+    busy = f", {running} running" if running else ""
+    return f"{agent.id}  ·  {state}{busy}"
 
 
 class PinScreen(Dialog[str]):
@@ -42,11 +43,16 @@ class PinScreen(Dialog[str]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="pin-cancel")]
 
     def __init__(
-        self, target: str, agents: Sequence[AgentRow], providers: Sequence[ProviderView]
+        self,
+        target: str,
+        agents: Sequence[AgentRow],
+        providers: Sequence[ProviderView],
+        running: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(target)
         self.agents = list(agents)
         self.providers = {p.provider: p for p in providers}
+        self.running = dict(running or {})
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
@@ -55,7 +61,7 @@ class PinScreen(Dialog[str]):
                 yield Label("Eligible agents (enter pins, escape cancels):")
                 options = [
                     Option(
-                        agent_label(a, self.providers.get(a.provider)),
+                        agent_label(a, self.providers.get(a.provider), self.running.get(a.id, 0)),
                         id=a.id,
                         disabled=a.status in CANNOT_WORK,
                     )

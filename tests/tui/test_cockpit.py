@@ -331,6 +331,15 @@ async def test_the_pin_dialog_says_which_agents_cannot_work(tmp_path: Path) -> N
         ghost = next(o for o in options if o.id == "ghost")
         assert "claude: ok" not in str(ghost.prompt) and "install claude" in str(ghost.prompt)
         assert ghost.disabled
+        # Each agent counts its own runs: ghost shares claude with agents that work, runs none.
+        snapshot = app.snapshot
+        assert snapshot is not None
+        busy = {run.agent for run in snapshot.runs if snapshot.run_alive(run)}
+        assert busy and "ghost" not in busy
+        for option in options:
+            count = sum(1 for r in snapshot.runs if r.agent == option.id and snapshot.run_alive(r))
+            shown = str(option.prompt)
+            assert (f"{count} running" in shown) if count else ("running" not in shown), shown
 
 
 # -- 15: wave rows ------------------------------------------------------------------------
