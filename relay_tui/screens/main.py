@@ -128,7 +128,7 @@ class MainScreen(Screen[None]):
         yield Static(id="tabs")
         with Horizontal(id="panes"):
             with Vertical(id="left"):
-                with Vertical(id="jobs-pane", classes="pane"):
+                with Vertical(id="jobs-pane", classes="pane -active"):
                     yield JobsTable(id="jobs")
                     yield Static(EMPTY_TEXT, id="empty")
                     yield Static(id="jobs-preview", classes="preview")
@@ -163,6 +163,13 @@ class MainScreen(Screen[None]):
             self.set_class(self.layout_name == name, f"-{name}")
         self._show_only()
 
+    def _activate(self, name: str) -> None:
+        """The pane keys act on; marked so its preview stays shown while the filter box,
+        outside every pane, holds the focus."""
+        self.active = name
+        for pane in self.query(".pane"):
+            pane.set_class(pane.id == f"{name}-pane", "-active")
+
     def pane_widget(self, name: str) -> Widget:
         return self.query_one(f"#{name}")
 
@@ -171,7 +178,7 @@ class MainScreen(Screen[None]):
         name = PANES[index % len(PANES)][0]
         if name in SLOT_PANES:
             self.slot = name
-        self.active = name
+        self._activate(name)
         self._show_only()
         widget = self.pane_widget(name)
         if name == "jobs" and not widget.display:
@@ -271,7 +278,7 @@ class MainScreen(Screen[None]):
         name = next((n for n, _t in PANES if widget.id == n), None)
         if name is None:
             return  # the filter box or a pane container: the active pane stays
-        self.active = name
+        self._activate(name)
         for table in self.query(LiveTable):
             table.show_cursor = table.id == name
         self._render_tabs()

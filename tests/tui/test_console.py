@@ -107,6 +107,9 @@ async def test_filter_by_state_and_text(sample_app: RelayApp) -> None:
         await wait_until(pilot, lambda: table.row_keys != everything)
         failed = ["search/fixtures", "i18n/extract", "mobile/assess-1"]
         assert [k for k in table.row_keys if "/" in k] == failed
+        # While the box holds the focus, the cursor row's preview stays under the rows.
+        preview = sample_app.main_screen.query_one("#jobs-preview")
+        assert not table.has_focus and preview.region.height > 0
         await pilot.press("enter")
         assert [k for k in table.row_keys if "/" in k] == failed
         await pilot.press("slash")
