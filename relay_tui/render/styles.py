@@ -35,7 +35,7 @@ _THEME_KEYS = {
     "FAILED": "error",
     "BLOCKED": "error",
     "PARKED": "warning",
-    "HELD": "secondary",
+    "HELD": "text-secondary",  # readable as text; plain secondary is a dark fill colour
     "limited": "warning",
     "ok": "success",
     "QUEUED": "primary",
