@@ -12,6 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IDENTITY = ["-c", "user.name=person", "-c", "user.email=person@example.com"]
+GH_STANDIN = Path(__file__).parent / "fixtures" / "gh"
+"""The folder of the stand-in ``gh``: GitHub's pull requests kept in a JSON file."""
+GH_STANDIN_REPO = "octo/demo"
+
+
+def github_settings(**more: object) -> dict[str, object]:
+    """relay.toml's [git] for a forge that is the stand-in ``gh`` (checked every 0.2 s)."""
+    return {"forge": "github", "remote": "origin", "repo": GH_STANDIN_REPO, "check_seconds": 0.2,
+            **more}  # fmt: skip
 
 
 def git(cwd: Path, *args: str) -> str:

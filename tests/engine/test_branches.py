@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gitrepos import Repos, git, make_repos
+from gitrepos import Repos, git
 
 from relay_engine.contracts.config import GitConfig
 from relay_engine.core.states import PullState
@@ -22,11 +22,6 @@ from relay_engine.git.worktrees import (
     prepare_task_worktree,
     rebase_ref,
 )
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
 
 
 def branch_with(repos: Repos, branch: str, files: dict[str, str], start: str = "main") -> str:

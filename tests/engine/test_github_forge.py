@@ -11,7 +11,6 @@ not-logged-in failure reaches the operator.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepos import Repos, git, make_repos
+from gitrepos import GH_STANDIN_REPO, Repos, git, github_settings
 from helpers import (
     Workspace,
     events,
@@ -41,29 +40,9 @@ from relay_engine.contracts.config import GitConfig
 from relay_engine.git.forges import ForgeError, PullRef
 from relay_engine.git.forges.github import VIEW_FIELDS, GitHubForge
 
-STANDIN = Path(__file__).parents[1] / "fixtures" / "gh"
-OWNER_REPO = "octo/demo"
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
-
-
-@pytest.fixture
-def github(tmp_path: Path, repos: Repos, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The stand-in ``gh`` first on PATH; its state directory (pull requests, argv log)."""
-    state = tmp_path / "github"
-    monkeypatch.setenv("PATH", f"{STANDIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("GH_STANDIN_DIR", str(state))
-    monkeypatch.setenv("GH_STANDIN_REMOTE", str(repos.remote))
-    monkeypatch.setenv("GH_STANDIN_REPO", OWNER_REPO)
-    return state
-
 
 def configure(ws: Workspace) -> None:
-    git = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
-    ws.configure(git=git)
+    ws.configure(git=github_settings())
 
 
 def gh_calls(state: Path) -> list[list[str]]:
@@ -95,8 +74,8 @@ def test_a_job_is_reviewed_and_merged_through_a_github_pull_request(
     create = next(c for c in calls if c[:2] == ["pr", "create"])
     assert create[create.index("--head") + 1] == "relay/greet"
     assert create[create.index("--base") + 1] == "main"
-    assert create[-2:] == ["--repo", OWNER_REPO]
-    assert ["pr", "view", "1", "--json", VIEW_FIELDS, "--repo", OWNER_REPO] in calls
+    assert create[-2:] == ["--repo", GH_STANDIN_REPO]
+    assert ["pr", "view", "1", "--json", VIEW_FIELDS, "--repo", GH_STANDIN_REPO] in calls
     merge = next(c for c in calls if c[:2] == ["pr", "merge"])
     assert merge[:4] == ["pr", "merge", "1", "--merge"]
     assert merge[merge.index("--match-head-commit") + 1] == pull(store).head_sha
@@ -110,7 +89,7 @@ def test_a_pull_request_closed_on_github_closes_the_job_and_cancels_its_work(
     configure(sqlite_workspace)
 
     def close_on_github() -> None:  # a person closes it with their own gh
-        subprocess.run(["gh", "pr", "close", "1", "--repo", OWNER_REPO], check=True)
+        subprocess.run(["gh", "pr", "close", "1", "--repo", GH_STANDIN_REPO], check=True)
 
     store = close_during_review(sqlite_workspace, repos, close_on_github)
 
@@ -128,7 +107,7 @@ def test_relay_close_closes_the_github_pull_request(
     assert closed.returncode == 0, closed.stderr
     assert state(store) == "CLOSED"
     assert pulls_on_github(github)[0]["state"] == "CLOSED"
-    assert ["pr", "close", "1", "--repo", OWNER_REPO] in gh_calls(github)
+    assert ["pr", "close", "1", "--repo", GH_STANDIN_REPO] in gh_calls(github)
 
 
 REAL_GH = shutil.which("gh", path="/usr/bin:/usr/local/bin")
@@ -169,7 +148,7 @@ def test_the_real_gh_not_logged_in_is_an_error_that_names_the_fix(
     git(repos.repo, "checkout", "-q", "-b", "relay/x")
     git(repos.repo, "commit", "-q", "--allow-empty", "-m", "work")
     git(repos.repo, "checkout", "-q", "main")
-    config = GitConfig(forge="github", remote="origin", repo=OWNER_REPO, gh=str(REAL_GH))
+    config = GitConfig(forge="github", remote="origin", repo=GH_STANDIN_REPO, gh=str(REAL_GH))
     forge = GitHubForge(str(repos.repo), config)
     ref = PullRef("x", "X", "body", str(repos.repo), "main", "relay/x")
 
@@ -183,8 +162,7 @@ def test_a_missing_gh_is_reported_once_and_fixing_the_config_carries_on(
 ) -> None:
     ws = sqlite_workspace
     missing = str(tmp_path / "no-such-gh")
-    settings = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
-    ws.configure(git={**settings, "gh": missing})
+    ws.configure(git=github_settings(gh=missing))
     submit(ws, greet_job(repos, auto_merge=True))
     store = ws.store()
     with running_engine(ws.engine()):
@@ -192,7 +170,7 @@ def test_a_missing_gh_is_reported_once_and_fixing_the_config_carries_on(
         time.sleep(1.0)  # several checks come and go meanwhile
         assert state(store) == "REVIEWING"
         assert "apt-get install gh" in (pull(store).error or "")
-        ws.configure(git=settings)  # relay.toml is re-read while the engine runs
+        ws.configure(git=github_settings())  # relay.toml is re-read while the engine runs
         wait_state(store, "MERGED")
 
     assert len(events(store, "pr.error")) == 1

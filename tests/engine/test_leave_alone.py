@@ -7,10 +7,8 @@ Real engines, real sim agents, real git repositories with a bare remote.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import pytest
-from gitrepos import Repos, make_repos
+from gitrepos import Repos
 from helpers import (
     Workspace,
     events,
@@ -32,11 +30,6 @@ from relay_engine.ops.jobs import submit_job
 from relay_engine.store.schema import Task
 
 WORKER = {"id": "worker", "provider": "sim", "roles": ["implementer", "reviewer"]}
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
 
 
 def submit(ws: Workspace, text: str) -> None:

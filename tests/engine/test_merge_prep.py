@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from gitrepos import Repos, make_repos
+from gitrepos import Repos
 from helpers import (
     KNOWN_ROLES,
     Workspace,
@@ -41,11 +40,6 @@ NEEDS_BASE = (
     "python3 -c \"import pathlib, sys; sys.exit(0 if pathlib.Path('base.txt').exists() else 4)\""
 )
 MISSING = "python3 no-such-check.py"
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
 
 
 CLAUDE_SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent", "--format", "claude"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-from gitrepos import Repos, make_repos
+from gitrepos import Repos
 from helpers import Workspace, events, job_toml, run_until_idle, sim, tasks
 from sqlmodel import select
 from test_planning_engine import plan_of, planned_job, work
@@ -15,11 +14,6 @@ from test_pull_requests import greet_job, state, submit
 from relay_engine.store.schema import Plan
 
 DONE = plan_of(status="satisfied")
-
-
-@pytest.fixture
-def repos(tmp_path: Any) -> Repos:
-    return make_repos(tmp_path / "git")
 
 
 def blocked_plan(on: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from gitrepos import Repos, git, make_repos
+from gitrepos import Repos, git
 from helpers import (
     Workspace,
     events,
@@ -39,11 +39,6 @@ from relay_engine.store.schema import Job, Plan, PullRequest, Review, Task
 
 FAST_GIT = {"check_seconds": 0.2}
 REVIEW_FINDING = {"file": "greet.py", "line": 1, "severity": "major", "text": "handle empty names"}
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
 
 
 def submit(ws: Workspace, text: str) -> None:

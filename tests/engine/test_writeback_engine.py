@@ -6,13 +6,12 @@ in the ``local`` forge's record, shown by ``relay status JOB``."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepos import Repos, git, make_repos
+from gitrepos import GH_STANDIN_REPO, Repos, git, github_settings
 from helpers import Workspace, job_toml, run_until_idle, sim
 from sqlmodel import select
 from test_planning_engine import plan_of
@@ -33,24 +32,7 @@ from relay_engine.git.forges.github import GitHubForge
 from relay_engine.ops.notes import claim_pending, record_note, record_write_failed, record_written
 from relay_engine.store.schema import PullNote
 
-STANDIN = Path(__file__).parents[1] / "fixtures" / "gh"
-OWNER_REPO = "octo/demo"
 ALL = ["review", "plan", "assessment", "failure"]
-
-
-@pytest.fixture
-def repos(tmp_path: Path) -> Repos:
-    return make_repos(tmp_path / "git")
-
-
-@pytest.fixture
-def github(tmp_path: Path, repos: Repos, monkeypatch: pytest.MonkeyPatch) -> Path:
-    state_dir = tmp_path / "github"
-    monkeypatch.setenv("PATH", f"{STANDIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("GH_STANDIN_DIR", str(state_dir))
-    monkeypatch.setenv("GH_STANDIN_REMOTE", str(repos.remote))
-    monkeypatch.setenv("GH_STANDIN_REPO", OWNER_REPO)
-    return state_dir
 
 
 def on_github(state_dir: Path) -> dict[str, Any]:
@@ -69,7 +51,7 @@ def opened_pull(repos: Repos) -> tuple[GitHubForge, PullRef]:
     git(repos.repo, "add", "x.py")
     git(repos.repo, "commit", "-q", "-m", "x")
     git(repos.repo, "checkout", "-q", "main")
-    config = GitConfig(forge="github", remote="origin", repo=OWNER_REPO)
+    config = GitConfig(forge="github", remote="origin", repo=GH_STANDIN_REPO)
     forge = GitHubForge(str(repos.repo), config)
     ref = PullRef("x", "X", "body", str(repos.repo), "main", "relay/x")
     opened = forge.open(ref)
@@ -95,7 +77,9 @@ def test_each_kind_is_posted_once_and_a_second_write_edits_it_in_place(
     ]
     assert review["commit_id"] == ref.head_sha and str(review["id"]) == ids["review:1"]
     assert all(marker(n.key) in c["body"] for n, c in zip(notes, posted["comments"], strict=False))
-    assert ["api", "-X", "POST", f"repos/{OWNER_REPO}/pulls/1/reviews"] == api_calls(github)[-1][:4]
+    assert ["api", "-X", "POST", f"repos/{GH_STANDIN_REPO}/pulls/1/reviews"] == api_calls(github)[
+        -1
+    ][:4]
 
     updated = review_note("x", 1, "approve", "fixed now", [])
     assert forge.publish(ref, updated, ids["review:1"]) == ids["review:1"]
@@ -186,8 +170,7 @@ def test_an_engine_writes_plans_assessment_and_reviews_back_on_github_once_each(
     sqlite_workspace: Workspace, repos: Repos, github: Path
 ) -> None:
     ws = sqlite_workspace
-    settings = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
-    ws.configure(git={**settings, "publish": ALL})
+    ws.configure(git=github_settings(publish=ALL))
     submit(ws, assessed_review_job(repos))
 
     assert run_until_idle(ws.engine(), timeout=120) is True
@@ -260,8 +243,7 @@ def test_an_engine_retries_a_write_whose_answer_was_lost_without_posting_twice(
     sqlite_workspace: Workspace, repos: Repos, github: Path
 ) -> None:
     ws = sqlite_workspace
-    settings = {"forge": "github", "remote": "origin", "repo": OWNER_REPO, "check_seconds": 0.2}
-    ws.configure(git={**settings, "publish": ["review"]})
+    ws.configure(git=github_settings(publish=["review"]))
     script = {"reviewer": reviewer(changes_on_rounds=[1], findings=[REVIEW_FINDING]),
               "fixer": sim(write_files={"greet.py": "def greet(n): return n or 'you'\n"})}  # fmt: skip
     github.mkdir(parents=True, exist_ok=True)
