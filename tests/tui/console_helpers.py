@@ -8,10 +8,11 @@ import functools
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from textual import events
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import DataTable
 
 from relay_engine.contracts.config import default_config
@@ -68,6 +69,33 @@ def run_async(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., N
         asyncio.run(test(*args, **kwargs))
 
     return runner
+
+
+LoadingScreen = TypeVar("LoadingScreen", bound=Screen[Any])
+
+
+async def opened(pilot: Pilot[None], kind: type[LoadingScreen], *keys: str) -> LoadingScreen:
+    """Press ``keys``, then wait until a ``kind`` screen is on top and its data has loaded
+    (the screens that read in a worker set ``loaded``); the screen is read again on every
+    poll, since it may be pushed a frame after the key."""
+    await pilot.press(*keys)
+
+    def ready() -> bool:
+        screen = pilot.app.screen
+        return isinstance(screen, kind) and bool(screen.loaded.is_set())
+
+    await wait_until(pilot, ready)
+    screen = pilot.app.screen
+    assert isinstance(screen, kind)
+    return screen
+
+
+async def open_row(
+    pilot: Pilot[None], key: str, kind: type[LoadingScreen], pane: str = "jobs"
+) -> LoadingScreen:
+    """Open the row ``key`` of ``pane`` with enter, as an operator does."""
+    await cursor_to(pilot, key, pane)
+    return await opened(pilot, kind, "enter")
 
 
 async def cursor_to(pilot: Pilot[None], key: str, pane: str = "jobs") -> None:

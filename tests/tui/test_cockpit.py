@@ -9,6 +9,8 @@ import pytest
 from console_helpers import (
     attached_app,
     cursor_to,
+    open_row,
+    opened,
     run_async,
     settle,
     wait_loaded,
@@ -59,9 +61,7 @@ def write(url: str, *rows: object) -> None:
 async def test_usage_at_80x24_reaches_every_table(sample_app: RelayApp) -> None:
     async with sample_app.run_test(size=(80, 24)) as pilot:
         await wait_loaded(pilot)
-        await pilot.press("u")
-        screen = sample_app.screen
-        await wait_until(pilot, lambda: isinstance(screen, UsageScreen) and screen.loaded.is_set())
+        screen = await opened(pilot, UsageScreen, "u")
         await settle(pilot)
         provider = screen.query_one("#usage-provider")
         assert not screen.region.contains_region(provider.region)  # below the fold at first
@@ -250,10 +250,7 @@ async def test_the_job_view_names_the_engine_running_a_planner(tmp_path: Path) -
     app = attached_app(tmp_path, url)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_loaded(pilot)
-        await cursor_to(pilot, "job:billing")
-        await pilot.press("enter")
-        screen = app.screen
-        await wait_until(pilot, lambda: isinstance(screen, JobScreen) and screen.loaded.is_set())
+        screen = await open_row(pilot, "job:billing", JobScreen)
         facts = str(screen.query_one("#job-engines").render())
         assert "eng-p plan-host pid 7 · live" in facts and "no engine" not in facts
 
@@ -477,10 +474,7 @@ async def test_a_finished_job_without_git_does_not_promise_a_review(tmp_path: Pa
     app = attached_app(tmp_path, url)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)
-        await cursor_to(pilot, "job:plain")
-        await pilot.press("enter")
-        screen = app.screen
-        await wait_until(pilot, lambda: isinstance(screen, JobScreen) and screen.loaded.is_set())
+        screen = await open_row(pilot, "job:plain", JobScreen)
         review = str(screen.query_one("#job-review").render())
         assert "runs when the work is done" not in review and "no git branch" in review
 

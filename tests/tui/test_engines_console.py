@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_helpers import attached_app, cursor_to, run_async, wait_loaded, wait_until
+from console_helpers import (
+    attached_app,
+    open_row,
+    run_async,
+    wait_loaded,
+)
 from test_console_errors import header
 
 from relay_engine.store.db import Store
@@ -43,11 +48,7 @@ async def test_header_counts_gone_engines_and_the_job_view_names_them(tmp_path: 
         await wait_loaded(pilot)
         # a clean stop is not news; the sample's own silent engine is the second
         assert "1 engine alive (hb 0:02) · 2 engines gone" in header(app)
-        await cursor_to(pilot, "job:search")
-        await pilot.press("enter")
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, JobScreen) and app.screen.loaded.is_set()
-        )
+        await open_row(pilot, "job:search", JobScreen)
         facts = str(app.screen.query_one("#job-engines").render())
         lines = facts.splitlines()
         assert lines[0] == "run-live alpha pid 11 · live · hb 2s · 1 running"

@@ -6,7 +6,7 @@ exactly the command the operator confirmed; keys that have nothing to act on sen
 
 from __future__ import annotations
 
-from console_helpers import cursor_to, run_async, wait_loaded, wait_until
+from console_helpers import cursor_to, opened, run_async, wait_loaded, wait_until
 from sqlmodel import select
 from textual.pilot import Pilot
 
@@ -127,11 +127,7 @@ async def test_usage_screen_shows_rollups_and_raises_the_focused_budget(
 ) -> None:
     async with sample_app.run_test(size=(120, 40)) as pilot:
         await wait_loaded(pilot)
-        await pilot.press("u")
-        await dialog(pilot, UsageScreen)
-        screen = sample_app.screen
-        assert isinstance(screen, UsageScreen)
-        await wait_until(pilot, screen.loaded.is_set)
+        screen = await opened(pilot, UsageScreen, "u")
         await pilot.pause()
         jobs = screen.query_one("#usage-job")
         assert [str(jobs.get_row_at(i)[0]) for i in range(jobs.row_count)][:2] == [  # type: ignore[attr-defined]

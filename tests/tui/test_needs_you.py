@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_helpers import cursor_to, run_async, wait_loaded, wait_until
+from console_helpers import cursor_to, open_row, run_async, wait_loaded, wait_until
 from test_console import commands
 
 from relay_engine.store.db import Store
@@ -171,16 +171,10 @@ async def test_a_held_task_is_handed_back_with_words_or_done(sample_app: RelayAp
 async def test_a_held_task_says_so_in_the_detail_and_the_job_view(sample_app: RelayApp) -> None:
     async with sample_app.run_test(size=(160, 48)) as pilot:
         await wait_loaded(pilot)
-        await cursor_to(pilot, "api-keys/audit")
-        await pilot.press("enter")
-        screen = sample_app.screen
-        await wait_until(pilot, lambda: isinstance(screen, DetailScreen) and screen.loaded.is_set())
+        screen = await open_row(pilot, "api-keys/audit", DetailScreen)
         assert "held by ana@laptop since 08:48" in str(screen.query_one("#detail-summary").render())
         await pilot.press("escape")
-        await cursor_to(pilot, "job:api-keys")
-        await pilot.press("enter")
-        screen = sample_app.screen
-        await wait_until(pilot, lambda: isinstance(screen, JobScreen) and screen.loaded.is_set())
+        screen = await open_row(pilot, "job:api-keys", JobScreen)
         assert "audit: held by ana@laptop" in str(screen.query_one("#job-held").render())
         assert "✎ audit" in str(screen.query_one("#job-graph").render())
 

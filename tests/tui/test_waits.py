@@ -6,7 +6,7 @@ swapped task in the events. All on the fixed sample (:mod:`relay_tui.demo.sample
 
 from __future__ import annotations
 
-from console_helpers import cursor_to, run_async, settle, wait_loaded, wait_until
+from console_helpers import cursor_to, open_row, opened, run_async, settle, wait_loaded
 from textual.widgets import Static
 
 from relay_tui.app import RelayApp
@@ -54,10 +54,7 @@ async def test_a_gated_task_says_what_releases_it_in_its_note_and_detail(
         await cursor_to(pilot, "billing/reports")
         await settle(pilot)
         assert "relay approve billing" in text_of(sample_app, "#jobs-preview")
-        await pilot.press("enter")
-        screen = sample_app.screen
-        assert isinstance(screen, DetailScreen)
-        await wait_until(pilot, screen.loaded.is_set)
+        await opened(pilot, DetailScreen, "enter")
         summary = text_of(sample_app, "#detail-summary")
         assert "waits for approval of wave 2: relay approve billing" in summary
 
@@ -71,11 +68,7 @@ async def test_a_held_gate_shows_in_the_planner_and_the_job_view(sample_app: Rel
         assert held[1] == "gate held" and "relay approve mobile" in held[-1]
         jobs = sample_app.main_screen.query_one(JobsTable)
         assert "relay approve mobile" in cells(jobs, "wave:mobile:2")[-1]
-        await cursor_to(pilot, "job:mobile")
-        await pilot.press("enter")
-        screen = sample_app.screen
-        assert isinstance(screen, JobScreen)
-        await wait_until(pilot, screen.loaded.is_set)
+        await open_row(pilot, "job:mobile", JobScreen)
         waits = text_of(sample_app, "#job-waits")
         assert "task mobile/screens waits for approval of wave 2 (its gate's assessment" in waits
         assert "relay approve mobile, or relay replan mobile" in waits
