@@ -106,6 +106,8 @@ class Snapshot:
     job_progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """job id -> (succeeded, total) tasks, counted here so the UI thread never walks 5,000."""
     state_counts: Mapping[str, int] = field(default_factory=dict)
+    stuck_reasons: Mapping[str, str] = field(default_factory=dict)
+    """BLOCKED, PARKED, HELD -> the reason most of those tasks share (what the header says)."""
     fleet: FleetHealth = FleetHealth()
     command_outcomes: tuple[CommandView, ...] = ()
     """Commands this console watches that were applied since the previous snapshot."""

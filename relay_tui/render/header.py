@@ -9,7 +9,6 @@ gone, commands waiting and asks waiting are never dropped.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -150,7 +149,7 @@ def stuck_parts(snapshot: Snapshot, warn: str, alarm: str) -> list[Part]:
     counts = snapshot.state_counts
     failed = counts.get(TaskState.FAILED, 0)
     parts = [Part((f"{failed} failed", ""), 3, alarm)] if failed else []
-    reasons = stuck_reasons(snapshot)
+    reasons = snapshot.stuck_reasons
     for state, style in (("BLOCKED", alarm), ("PARKED", warn), ("HELD", "")):
         count = counts.get(state, 0)
         if not count:
@@ -160,30 +159,6 @@ def stuck_parts(snapshot: Snapshot, warn: str, alarm: str) -> list[Part]:
         long = f"{count} {word}: {why}" if why else f"{count} {word}"
         parts.append(Part((long, f"{count} {word}", ""), 3, style))
     return parts
-
-
-def stuck_reasons(snapshot: Snapshot) -> dict[str, str]:
-    """The most common reason per stuck state: ``claude limit``, ``budget``, a failed task."""
-    found: dict[str, Counter[str]] = {"BLOCKED": Counter(), "PARKED": Counter(), "HELD": Counter()}
-    for task in snapshot.tasks.values():
-        state = task.shown_state
-        if state == "BLOCKED":
-            found[state][f"{task.blocked_by} failed" if task.blocked_by else "a failure"] += 1
-        elif state == TaskState.PARKED:
-            found[state][park_reason(task.waiting_on_provider, snapshot)] += 1
-        elif state == TaskState.HELD:
-            found[state][f"by {task.held_by or 'an operator'}"] += 1
-    return {state: counter.most_common(1)[0][0] for state, counter in found.items() if counter}
-
-
-def park_reason(waiting_on: str | None, snapshot: Snapshot) -> str:
-    if waiting_on == "budget":
-        return "budget"
-    if snapshot.provider(waiting_on) is not None:
-        return f"{waiting_on} limit"
-    if waiting_on and snapshot.agent_row(waiting_on) is not None:
-        return f"agent {waiting_on}"
-    return waiting_on or "a provider"
 
 
 def next_reset(snapshot: Snapshot, now: float) -> tuple[str, ...] | None:
