@@ -160,9 +160,20 @@ def test_running_agents(snap_compare, sample_app: RelayApp, size: tuple[int, int
     assert snap_compare(sample_app, terminal_size=size, run_before=steps)
 
 
+def commands_waiting(app: RelayApp) -> int:
+    return app.snapshot.fleet.commands_waiting if app.snapshot else 0
+
+
 def test_header_at_80_columns(snap_compare, sample_app: RelayApp) -> None:
     """Commands waiting, a gone engine and the asks survive the narrowest header."""
-    steps = pressing("r", row="search/fixtures")
+    retried = pressing("r", row="search/fixtures")
+
+    async def steps(pilot: Pilot[None]) -> None:
+        await retried(pilot)
+        # The retry waits for an engine; the header says so once the next snapshot is read.
+        await wait_until(pilot, lambda: commands_waiting(sample_app) > 0)
+        await settle(pilot)
+
     assert snap_compare(sample_app, terminal_size=(80, 24), run_before=steps)
 
 
