@@ -173,9 +173,7 @@ class Projection:
             },
             job_progress=job_progress(tasks.values()),
             state_counts=Counter(t.shown_state for t in tasks.values()),
-            stuck_reasons=stuck_reasons(
-                tasks.values(), (p.provider for p in providers), (a.id for a in rows)
-            ),
+            stuck_reasons=stuck_reasons(tasks.values(), providers, rows),
             fleet=fleet,
             command_outcomes=outcomes,
             agent_rows=rows,
@@ -384,12 +382,12 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 
 
 def stuck_reasons(
-    tasks: Iterable[TaskView], providers: Iterable[str], agents: Iterable[str]
+    tasks: Iterable[TaskView], providers: Iterable[ProviderView], agents: Iterable[AgentRow]
 ) -> dict[str, str]:
     """The most common reason per stuck state (``claude limit``, ``budget``, a failed task),
     for the header; counted here, off the UI thread, which would walk every task per
     snapshot (5,000 tasks: 8 ms of a frame)."""
-    named, known = set(providers), set(agents)
+    named, known = {p.provider for p in providers}, {a.id for a in agents}
     found: dict[str, Counter[str]] = {"BLOCKED": Counter(), "PARKED": Counter(), "HELD": Counter()}
     for task in tasks:
         state = task.shown_state
