@@ -7,6 +7,7 @@ tables); without CREATEDB rights it falls back to dropping every relay table fir
 
 from __future__ import annotations
 
+import compileall
 import os
 import subprocess
 import uuid
@@ -20,6 +21,19 @@ from sqlmodel import SQLModel, create_engine
 
 PG_ENV = "RELAY_TEST_PG_URL"
 DB_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Write relay's bytecode once, before any worker starts: hundreds of tests start
+    relay, relay-tui, engines and sim agents in fresh interpreters, and where
+    PYTHONDONTWRITEBYTECODE is set (as on the CI box) each of them compiled every module
+    it imported again (an editable install leaves no .pyc behind)."""
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller compiled before it started
+    for package in ("relay_engine", "relay_tui"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+    compileall.compile_dir(ROOT / "tests", maxlevels=0, quiet=1)
 
 
 @pytest.fixture(autouse=True)
