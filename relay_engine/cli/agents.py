@@ -14,7 +14,8 @@ from rich.table import Table
 from relay_engine.agents.doctor import diagnose, offline_login
 from relay_engine.agents.launch import account_vars
 from relay_engine.agents.sandbox import HostSandbox, probe
-from relay_engine.cli.output import command, console, err, open_store
+from relay_engine.cli.inbox import command
+from relay_engine.cli.output import console, err, open_store
 from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig, load_config
 from relay_engine.ops.commands import ResetAgent
@@ -24,17 +25,16 @@ from relay_engine.store.read_model import agent_rows
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    agents = sub.add_parser("agents", help="agents and whether they can work")
-    agents.add_argument("--json", action="store_true")
-    agents.set_defaults(func=lambda a: cmd_agents(a, open_store(a)))
-    agent_sub = agents.add_subparsers(dest="agents_command")
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    if name == "doctor":
+        parser.set_defaults(func=cmd_doctor)
+        return
+    parser.set_defaults(func=lambda a: cmd_agents(a, open_store(a)))
+    agent_sub = parser.add_subparsers(dest="agents_command")
     reset = agent_sub.add_parser("reset", help="clear an agent's unavailable state now")
     reset.add_argument("agent")
     reset.set_defaults(func=command(lambda a: ResetAgent(agent=a.agent)))
-    doctor = sub.add_parser("doctor", help="check every configured agent's CLI, flags and login")
-    doctor.add_argument("--json", action="store_true")
-    doctor.set_defaults(func=cmd_doctor)
 
 
 def cmd_agents(args: argparse.Namespace, store: Store) -> int:

@@ -1,7 +1,9 @@
-"""``relay asks`` and ``relay answer``: what agents wait on you for, and your answer.
+"""``relay asks``: what agents wait on you for.
 
-An answer is an operator command like any other: it reaches the agent through whichever
-engine runs it, on that engine's next tick, from any host on the database.
+``relay answer`` (in :mod:`relay_engine.cli.steer`) is an operator command like any other:
+it reaches the agent through whichever engine runs it, on that engine's next tick, from
+any host on the database. This module only reads, so ``relay status`` shows the asks
+without loading the operations an answer applies.
 """
 
 from __future__ import annotations
@@ -14,34 +16,15 @@ from dataclasses import asdict
 from rich.markup import escape
 from rich.table import Table
 
-from relay_engine.cli.output import command, console, open_store
+from relay_engine.cli.output import console, open_store
 from relay_engine.contracts.time_format import format_time
-from relay_engine.ops import commands
 from relay_engine.store.read_model import AskView, read_asks
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    asks = sub.add_parser("asks", help="what agents wait on you for: tool requests, questions")
-    asks.add_argument("--json", action="store_true")
-    asks.add_argument("--all", action="store_true", help="answered and expired ones too")
-    asks.set_defaults(func=cmd_asks)
-    answer = sub.add_parser("answer", help="allow, deny or answer what an agent asked")
-    answer.add_argument("ask", type=int, help="the ask's number (relay asks)")
-    answer.add_argument("answer", choices=("allow", "deny"), nargs="?", default="allow")
-    answer.add_argument(
-        "--always",
-        choices=("task", "job", "agent"),
-        help="also add the rule it needed (relay asks shows it) for this task, job or agent",
-    )
-    answer.add_argument("--text", help="the reason the agent reads, or a question's answer")
-    answer.set_defaults(func=command(_answer_command))
-
-
-def _answer_command(args: argparse.Namespace) -> commands.AnswerAsk:
-    kind = "answer" if args.text and args.answer == "allow" else args.answer
-    return commands.AnswerAsk(
-        ask=args.ask, answer=kind, text=args.text, always=args.always, by="cli"
-    )
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--all", action="store_true", help="answered and expired ones too")
+    parser.set_defaults(func=cmd_asks)
 
 
 def cmd_asks(args: argparse.Namespace) -> int:

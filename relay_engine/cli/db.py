@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from relay_engine.cli.output import console, workspace_of
 from relay_engine.contracts.config import load_config
@@ -34,10 +33,8 @@ def cmd_db_current(args: argparse.Namespace) -> int:
     return 0 if state.up_to_date else 1
 
 
-def add_commands(sub: Any) -> None:
-    db = sub.add_parser("db", help="the database's schema").add_subparsers(
-        dest="db_command", required=True
-    )
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    db = parser.add_subparsers(dest="db_command", required=True)
     db.add_parser(
         "upgrade", help="migrate to this relay's schema (stop older engines first)"
     ).set_defaults(func=cmd_db_upgrade)

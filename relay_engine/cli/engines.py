@@ -27,11 +27,10 @@ from relay_engine.store.engines import (
 STATE_STYLES = {"live": "green", "gone": "red"}
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    engines = sub.add_parser("engines", help="engines on this database: live, gone, busy")
-    engines.add_argument("--json", action="store_true")
-    engines.add_argument("--all", action="store_true", help="also engines gone more than a day ago")
-    engines.set_defaults(func=lambda a: cmd_engines(a, open_store(a, readonly=True)))
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--all", action="store_true", help="also engines gone more than a day ago")
+    parser.set_defaults(func=lambda a: cmd_engines(a, open_store(a, readonly=True)))
 
 
 def cmd_engines(args: argparse.Namespace, store: Store) -> int:

@@ -1,37 +1,55 @@
 """The ``relay`` command: the engine, headless. This module only assembles the parser;
-each group of subcommands lives in a module of its own in this package."""
+each group of subcommands lives in a module of its own in this package.
+
+A command's module is imported only when that command runs: the modules reach every
+layer of the engine between them, and loading all of them cost a short command such as
+``relay status`` most of its time. So the parser names every subcommand with its help
+line here, and the module fills in the arguments of the one a command line names.
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from importlib import import_module
 
-from rich.markup import escape
-from sqlalchemy.exc import SQLAlchemyError
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("run", "write relay.toml and an example job"),
+    "submit": ("run", "submit job files"),
+    "run": ("run", "run the engine (Ctrl-C stops)"),
+    "status": ("status", "jobs, tasks and providers"),
+    "usage": ("usage", "tokens and cost by job, task, agent, provider or day"),
+    "events": ("run", "the event log"),
+    "cancel": ("steer", "cancel a task and drop the tasks that need it"),
+    "retry": ("steer", "retry a task"),
+    "drop": ("steer", "drop a task not needed: its dependents go on without it"),
+    "pin": ("steer", "pin a workstream (or JOB/TASK) to an agent"),
+    "cancel-job": ("steer", "cancel a whole job"),
+    "replan": ("steer", "start a new planner round with guidance"),
+    "budget": ("steer", "raise a job's budget; work parked on it resumes"),
+    "approve": ("steer", "approve the next wave of a gated job"),
+    "plan": ("steer", "install a plan written by hand"),
+    "agents": ("agents", "agents and whether they can work"),
+    "doctor": ("agents", "check every configured agent's CLI, flags and login"),
+    "asks": ("asks", "what agents wait on you for: tool requests, questions"),
+    "answer": ("steer", "allow, deny or answer what an agent asked"),
+    "takeover": ("takeover", "work on a task yourself, in the agent's own CLI"),
+    "handback": ("takeover", "give a task you took over back to relay"),
+    "say": ("takeover", "tell a task's agent something (now, or in its next prompt)"),
+    "engines": ("engines", "engines on this database: live, gone, busy"),
+    "schedules": ("schedules", "scheduled jobs: their next and last runs"),
+    "merge": ("steer", "merge a job's pull request (READY, or any with --force)"),
+    "close": ("steer", "close a job's pull request and cancel its work"),
+    "db": ("db", "the database's schema"),
+}
+"""Every subcommand, in the order ``relay --help`` lists them: the module of this package
+whose ``add_arguments(name, parser)`` fills its parser in (and sets ``func``, what runs
+it), and its line in ``relay --help``."""
 
-from relay_engine.cli import (
-    agents,
-    asks,
-    db,
-    engines,
-    schedules,
-    status,
-    steer,
-    takeover,
-    usage,
-)
-from relay_engine.cli import run as workspace
-from relay_engine.cli.output import err
-from relay_engine.contracts.config import ConfigError
-from relay_engine.contracts.job_file import JobFileError
-from relay_engine.core.faults import DatabaseFault, explain
-from relay_engine.core.usage import GROUPINGS
-from relay_engine.ops.jobs import JobConflict
-from relay_engine.store.db import default_db_url, location, missing_database
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``relay`` parser with only ``command``'s arguments filled in; every other
+    subcommand is its name and help line, enough for ``relay --help`` and to tell which
+    command a line names."""
     parser = argparse.ArgumentParser(prog="relay", description="Run fleets of AI coding agents.")
     parser.add_argument("--workspace", default=".", help="workspace directory (default: .)")
     parser.add_argument(
@@ -43,79 +61,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --db: make the SQLite file when it does not exist yet (relay init always does)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_engine_commands(sub)
-    steer.add_task_commands(sub)
-    steer.add_job_commands(sub)
-    agents.add_commands(sub)
-    asks.add_commands(sub)
-    takeover.add_commands(sub)
-    engines.add_commands(sub)
-    schedules.add_commands(sub)
-    steer.add_pull_commands(sub)
-    db.add_commands(sub)
+    for name, (module, helptext) in COMMANDS.items():
+        child = sub.add_parser(name, help=helptext, add_help=name == command)
+        if name == command:
+            import_module(f"relay_engine.cli.{module}").add_arguments(name, child)
     return parser
 
 
-def _add_engine_commands(sub: Any) -> None:
-    """Set up, submit, run and look: what a workspace is used with."""
-    sub.add_parser("init", help="write relay.toml and an example job").set_defaults(
-        func=workspace.cmd_init
-    )
-    submit = sub.add_parser("submit", help="submit job files")
-    submit.add_argument("files", nargs="+")
-    submit.set_defaults(func=workspace.cmd_submit)
-    runner = sub.add_parser("run", help="run the engine (Ctrl-C stops)")
-    runner.add_argument(
-        "--until-idle",
-        action="store_true",
-        help="exit when nothing is queued or running: 0 all done, 1 a job failed, 3 only "
-        "waits are left (one line each: what for, until when, the command that releases it)",
-    )
-    runner.add_argument(
-        "--wait",
-        action="store_true",
-        help="with --until-idle: keep running through waits (limits, gates, held tasks, "
-        "blocked jobs) until the work is done",
-    )
-    runner.add_argument("--quiet", action="store_true", help="do not print events")
-    runner.set_defaults(func=workspace.cmd_run)
-    status_parser = sub.add_parser("status", help="jobs, tasks and providers")
-    status_parser.add_argument(
-        "job", nargs="?", help="a job, or JOB/TASK for one task and its runs"
-    )
-    status_parser.add_argument("--json", action="store_true")
-    status_parser.set_defaults(func=status.cmd_status)
-    usage_parser = sub.add_parser(
-        "usage", help="tokens and cost by job, task, agent, provider or day"
-    )
-    usage_parser.add_argument("--by", choices=GROUPINGS, default="job")
-    usage_parser.add_argument("--since", help="only executions started on or after this date")
-    usage_parser.add_argument("--job", help="only this job")
-    usage_parser.add_argument("--json", action="store_true")
-    usage_parser.set_defaults(func=usage.cmd_usage)
-    events = sub.add_parser("events", help="the event log")
-    events.add_argument("--follow", "-f", action="store_true")
-    events.add_argument("--limit", "-n", type=int, default=0)
-    events.set_defaults(func=workspace.cmd_events)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Two passes: the first, over empty subcommands, finds the command (or prints
+    ``relay --help``, or refuses a line naming none); the second parses the line with that
+    command's own arguments, so its errors and ``--help`` are its own."""
+    named, _ = build_parser().parse_known_args(argv)
+    return build_parser(named.command).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    missing = missing_database(args.db) if args.db and not args.create else None
-    if missing is not None and args.command != "init":
-        err.print(f"[red]error:[/] {escape(missing)}", highlight=False)
-        return 2
-    try:
-        return int(args.func(args))
-    except (JobFileError, ConfigError, JobConflict, DatabaseFault, ValueError) as error:
-        err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
-        return 2
-    except SQLAlchemyError as error:  # a database fault met mid-command: one line, not a trace
-        where = location(args.db or default_db_url(Path(args.workspace).resolve()))
-        err.print(f"[red]error:[/] {escape(explain(error, where))}", highlight=False)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    args = parse_args(argv)
+    from relay_engine.cli.output import run_command  # after parsing: `--help` needs none of it
+
+    return run_command(args)
 
 
 if __name__ == "__main__":

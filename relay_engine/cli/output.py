@@ -4,15 +4,15 @@ and the consoles it prints on (stdout for results, stderr for faults, never fold
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.contracts.config import RelayConfig
-from relay_engine.ops import commands
-from relay_engine.store.db import Store
+from relay_engine.core.faults import DatabaseFault, explain
+from relay_engine.store.db import Store, default_db_url, location, missing_database
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
@@ -36,28 +36,22 @@ def open_store(
     )
 
 
-def command(
-    build: Callable[[argparse.Namespace], commands.OperatorCommand],
-    after: Callable[[argparse.Namespace, Store], int] | None = None,
-) -> Callable[[argparse.Namespace], int]:
-    """A subcommand that stores an operator command, applies it, and reports its outcome.
-
-    A running engine may apply the command before this process does; the outcome is read
-    back from the command row either way. ``after`` runs once the command was accepted.
-    """
-
-    def run(args: argparse.Namespace) -> int:
-        store = open_store(args)
-        command = build(args)
-        command_id = commands.enqueue(store, command)
-        commands.apply_pending(store, "cli", time.time())
-        result = commands.wait_for_outcome(store, command_id)
-        if result is None:
-            err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
-            return 1
-        (console if result.ok else err).print(result.outcome, markup=False)
-        if not result.ok:
-            return 1
-        return after(args, store) if after is not None else 0
-
-    return run
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command line. What it cannot do is one line on stderr and exit 2, never
+    a trace: a refused request, a bad job file or config (each a ValueError), or a fault
+    of the database met mid-command."""
+    missing = missing_database(args.db) if args.db and not args.create else None
+    if missing is not None and args.command != "init":
+        err.print(f"[red]error:[/] {escape(missing)}", highlight=False)
+        return 2
+    try:
+        return int(args.func(args))
+    except (DatabaseFault, ValueError) as error:
+        err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
+        return 2
+    except SQLAlchemyError as error:
+        where = location(args.db or default_db_url(workspace_of(args)))
+        err.print(f"[red]error:[/] {escape(explain(error, where))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130

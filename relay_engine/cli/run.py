@@ -31,6 +31,30 @@ from relay_engine.store.read_model import live_agents, read_waits
 from relay_engine.store.schema import Event
 
 
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    if name == "submit":
+        parser.add_argument("files", nargs="+")
+    elif name == "run":
+        parser.add_argument(
+            "--until-idle",
+            action="store_true",
+            help="exit when nothing is queued or running: 0 all done, 1 a job failed, 3 only "
+            "waits are left (one line each: what for, until when, the command that releases it)",
+        )
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="with --until-idle: keep running through waits (limits, gates, held tasks, "
+            "blocked jobs) until the work is done",
+        )
+        parser.add_argument("--quiet", action="store_true", help="do not print events")
+    elif name == "events":
+        parser.add_argument("--follow", "-f", action="store_true")
+        parser.add_argument("--limit", "-n", type=int, default=0)
+    runs = {"init": cmd_init, "submit": cmd_submit, "run": cmd_run, "events": cmd_events}
+    parser.set_defaults(func=runs[name])
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     workspace = workspace_of(args)
     workspace.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,9 @@ from relay_engine.ops.schedules import ScheduleView, read_schedules
 from relay_engine.store.db import Store
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    schedules = sub.add_parser("schedules", help="scheduled jobs: their next and last runs")
-    schedules.add_argument("--json", action="store_true")
-    schedules.set_defaults(func=lambda a: cmd_schedules(a, open_store(a, readonly=True)))
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=lambda a: cmd_schedules(a, open_store(a, readonly=True)))
 
 
 def cmd_schedules(args: argparse.Namespace, store: Store) -> int:

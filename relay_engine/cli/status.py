@@ -302,6 +302,12 @@ STATE_STYLES = {
 }
 
 
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", nargs="?", help="a job, or JOB/TASK for one task and its runs")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=cmd_status)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_store(args, readonly=True)
     report = report_for(store, args.job, load_config(workspace_of(args)).engine)

@@ -1,5 +1,5 @@
 """The commands that steer work: cancel, retry, pin, replan, approve, budget, plan,
-merge and close. Each stores an operator command, applies it (any engine may get there
+merge, close and answer (an agent's ask). Each stores an operator command, applies it (any engine may get there
 first) and prints its outcome."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from relay_engine.cli.output import command, console, workspace_of
+from relay_engine.cli.inbox import command
+from relay_engine.cli.output import console, workspace_of
 from relay_engine.cli.status import pull_lines, status_report
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.inputs import check_json_shape, check_toml_shape, read_capped
@@ -80,56 +80,94 @@ def _pin_command(args: argparse.Namespace) -> commands.Pin:
     return commands.Pin(job=args.job, workstream=args.workstream, role=args.role, agent=args.agent)
 
 
-def add_task_commands(sub: Any) -> None:
-    for name, model, helptext in (
-        ("cancel", commands.CancelTask, "cancel a task and drop the tasks that need it"),
-        ("retry", commands.RetryTask, "retry a task"),
-        ("drop", commands.DropTask, "drop a task not needed: its dependents go on without it"),
-    ):
-        parser = sub.add_parser(name, help=helptext)
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    if name in TASK_COMMANDS:
         parser.add_argument("task", help="JOB/TASK")
-        parser.set_defaults(func=command(_task_command(model)))
-    pin = sub.add_parser("pin", help="pin a workstream (or JOB/TASK) to an agent")
-    pin.add_argument("job", help="JOB, or JOB/TASK to pin one task")
-    pin.add_argument("workstream", nargs="?", default="")
-    pin.add_argument("agent")
-    pin.add_argument("--role", default="implementer")
-    pin.set_defaults(func=command(_pin_command))
+        parser.set_defaults(func=command(_task_command(TASK_COMMANDS[name])))
+    elif name == "answer":
+        _answer(parser)
+    elif name == "pin":
+        parser.add_argument("job", help="JOB, or JOB/TASK to pin one task")
+        parser.add_argument("workstream", nargs="?", default="")
+        parser.add_argument("agent")
+        parser.add_argument("--role", default="implementer")
+        parser.set_defaults(func=command(_pin_command))
+    else:
+        parser.add_argument("job")
+        _JOB_ARGUMENTS[name](parser)
 
 
-def add_job_commands(sub: Any) -> None:
-    cancel_job = sub.add_parser("cancel-job", help="cancel a whole job")
-    cancel_job.add_argument("job")
-    cancel_job.set_defaults(func=command(lambda a: commands.CancelJob(job=a.job)))
-    replan = sub.add_parser("replan", help="start a new planner round with guidance")
-    replan.add_argument("job")
-    replan.add_argument("--guidance", "-g", default="", help="what the planner should change")
-    replan.set_defaults(func=command(lambda a: commands.Replan(job=a.job, guidance=a.guidance)))
-    budget = sub.add_parser("budget", help="raise a job's budget; work parked on it resumes")
-    budget.add_argument("job")
-    budget.add_argument("--add", type=float, dest="add_usd", help="dollars to add")
-    budget.add_argument("--tokens", type=int, dest="add_tokens", help="tokens to add")
-    budget.set_defaults(
+def _answer(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ask", type=int, help="the ask's number (relay asks)")
+    parser.add_argument("answer", choices=("allow", "deny"), nargs="?", default="allow")
+    parser.add_argument(
+        "--always",
+        choices=("task", "job", "agent"),
+        help="also add the rule it needed (relay asks shows it) for this task, job or agent",
+    )
+    parser.add_argument("--text", help="the reason the agent reads, or a question's answer")
+    parser.set_defaults(func=command(_answer_command))
+
+
+def _answer_command(args: argparse.Namespace) -> commands.AnswerAsk:
+    kind = "answer" if args.text and args.answer == "allow" else args.answer
+    return commands.AnswerAsk(
+        ask=args.ask, answer=kind, text=args.text, always=args.always, by="cli"
+    )
+
+
+TASK_COMMANDS: dict[str, type[commands.CancelTask | commands.RetryTask | commands.DropTask]] = {
+    "cancel": commands.CancelTask,
+    "retry": commands.RetryTask,
+    "drop": commands.DropTask,
+}
+
+
+def _cancel_job(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(func=command(lambda a: commands.CancelJob(job=a.job)))
+
+
+def _replan(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--guidance", "-g", default="", help="what the planner should change")
+    parser.set_defaults(func=command(lambda a: commands.Replan(job=a.job, guidance=a.guidance)))
+
+
+def _budget(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--add", type=float, dest="add_usd", help="dollars to add")
+    parser.add_argument("--tokens", type=int, dest="add_tokens", help="tokens to add")
+    parser.set_defaults(
         func=command(
             lambda a: commands.RaiseBudget(job=a.job, add_usd=a.add_usd, add_tokens=a.add_tokens)
         )
     )
-    approve = sub.add_parser("approve", help="approve the next wave of a gated job")
-    approve.add_argument("job")
-    approve.set_defaults(func=command(lambda a: commands.ApproveWave(job=a.job)))
-    plan = sub.add_parser("plan", help="install a plan written by hand")
-    plan.add_argument("job")
-    plan.add_argument("--file", "-f", required=True, help="plan TOML or JSON")
-    plan.set_defaults(func=command(_plan_command))
 
 
-def add_pull_commands(sub: Any) -> None:
-    merge = sub.add_parser("merge", help="merge a job's pull request (READY, or any with --force)")
-    merge.add_argument("job")
-    merge.add_argument("--force", action="store_true", help="merge even without an approval")
-    merge.set_defaults(
+def _approve(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(func=command(lambda a: commands.ApproveWave(job=a.job)))
+
+
+def _plan(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--file", "-f", required=True, help="plan TOML or JSON")
+    parser.set_defaults(func=command(_plan_command))
+
+
+def _merge(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--force", action="store_true", help="merge even without an approval")
+    parser.set_defaults(
         func=command(lambda a: commands.Merge(job=a.job, force=a.force), _settle_pull)
     )
-    close = sub.add_parser("close", help="close a job's pull request and cancel its work")
-    close.add_argument("job")
-    close.set_defaults(func=command(lambda a: commands.Close(job=a.job), _settle_pull))
+
+
+def _close(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(func=command(lambda a: commands.Close(job=a.job), _settle_pull))
+
+
+_JOB_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "cancel-job": _cancel_job,
+    "replan": _replan,
+    "budget": _budget,
+    "approve": _approve,
+    "plan": _plan,
+    "merge": _merge,
+    "close": _close,
+}

@@ -22,21 +22,19 @@ from relay_engine.ops import commands
 from relay_engine.ops.takeover import merge_handed_back, resume_line
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    take = sub.add_parser("takeover", help="work on a task yourself, in the agent's own CLI")
-    take.add_argument("task", help="JOB/TASK")
-    take.add_argument("--print", action="store_true", help="print the line, open no window")
-    take.set_defaults(func=cmd_takeover)
-    back = sub.add_parser("handback", help="give a task you took over back to relay")
-    back.add_argument("task", help="JOB/TASK")
-    how = back.add_mutually_exclusive_group(required=True)
-    how.add_argument("--done", action="store_true", help="merge what its worktree holds")
-    how.add_argument("--continue", dest="text", help="run on headless, reading this")
-    back.set_defaults(func=cmd_handback)
-    say = sub.add_parser("say", help="tell a task's agent something (now, or in its next prompt)")
-    say.add_argument("task", help="JOB/TASK")
-    say.add_argument("text")
-    say.set_defaults(func=cmd_say)
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("task", help="JOB/TASK")
+    if name == "takeover":
+        parser.add_argument("--print", action="store_true", help="print the line, open no window")
+        parser.set_defaults(func=cmd_takeover)
+    elif name == "handback":
+        how = parser.add_mutually_exclusive_group(required=True)
+        how.add_argument("--done", action="store_true", help="merge what its worktree holds")
+        how.add_argument("--continue", dest="text", help="run on headless, reading this")
+        parser.set_defaults(func=cmd_handback)
+    else:
+        parser.add_argument("text")
+        parser.set_defaults(func=cmd_say)
 
 
 def operator_name() -> str:

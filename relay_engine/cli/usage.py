@@ -10,8 +10,16 @@ from rich.table import Table
 
 from relay_engine.cli.output import console, open_store
 from relay_engine.contracts.pricing import PRICES_TAKEN
-from relay_engine.core.usage import UsageRow, rollup, total
+from relay_engine.core.usage import GROUPINGS, UsageRow, rollup, total
 from relay_engine.store.spend import read_usage
+
+
+def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=GROUPINGS, default="job")
+    parser.add_argument("--since", help="only executions started on or after this date")
+    parser.add_argument("--job", help="only this job")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=cmd_usage)
 
 
 def cmd_usage(args: argparse.Namespace) -> int:

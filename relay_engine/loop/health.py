@@ -15,15 +15,18 @@ import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import col, update
 
 from relay_engine.core.faults import first_line, is_busy, is_disk_full
 from relay_engine.core.outcomes import Outcome, OutcomeKind
-from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import EngineRecord
+
+if TYPE_CHECKING:  # the runtime loads git and the agents; `relay status` reads low_space only
+    from relay_engine.loop.runtime import EngineRuntime
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,11 @@ the first revision. Upgrading is explicit (``relay db upgrade``) unless the call
 it (``[engine] auto_migrate``, on by default for SQLite where one workspace has one
 relay), and never happens under an engine that still heartbeats: it may be an older
 release that the new schema would pull the tables from under.
+
+Alembic is imported only when a database is upgraded or is at a revision other than
+``HEAD_REVISION``: every ``relay`` command opens the database, and loading Alembic cost a
+short command more than its own work. Reading and creating ``alembic_version`` needs
+none of it (``VERSION_TABLE`` is the table Alembic itself makes).
 """
 
 from __future__ import annotations
@@ -14,18 +19,39 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.engine import Engine as SAEngine
 from sqlmodel import SQLModel
 
 from relay_engine.core.faults import DatabaseFault
 from relay_engine.store.schema import SCHEMA_VERSION, SchemaInfo
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+HEAD_REVISION = "0007_pr_notes"
+"""The newest migration in ``migrations/versions``: bump it with every new migration (a unit
+test holds it to Alembic's own head, so a forgotten bump fails the build)."""
+VERSION_TABLE = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+"""Alembic's version table as Alembic defines it (``DefaultImpl.version_table_impl``)."""
 LEGACY_REVISION = "0001_release_0_1_0"
 """Databases made by relay 0.1.0 have no alembic_version table; they are at this revision."""
 MIGRATE_LOCK_KEY = 0x72656C61794D  # serialises schema work of engines starting at once (PG)
@@ -60,6 +86,8 @@ class LiveEngine:
 
 
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option(
         "script_location", str(resources.files("relay_engine.store") / "migrations")
@@ -70,35 +98,55 @@ def _config(connection: Connection | None = None) -> Config:
 
 @cache
 def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
 @cache
 def head_revision() -> str:
+    """Alembic's head, read from the migration scripts: what ``HEAD_REVISION`` must say."""
     head = _script().get_current_head()
     assert head is not None, "relay_engine/store/migrations has no revisions"
     return head
 
 
+@cache
+def _revisions() -> frozenset[str]:
+    return frozenset(rev.revision for rev in _script().walk_revisions())
+
+
 def current_revision(connection: Connection) -> str | None:
-    current = MigrationContext.configure(connection).get_current_revision()
-    if current is None and inspect(connection).has_table("relay_schema"):
-        return LEGACY_REVISION
-    return current
+    """The row of ``alembic_version``, read as Alembic reads it but without loading it."""
+    tables = inspect(connection)
+    revisions: list[str] = []
+    if tables.has_table(VERSION_TABLE.name):
+        revisions = list(connection.execute(select(VERSION_TABLE.c.version_num)).scalars())
+    if len(revisions) > 1:
+        raise DatabaseFault(f"alembic_version holds more than one revision: {revisions}")
+    if revisions:
+        return revisions[0]
+    return LEGACY_REVISION if tables.has_table("relay_schema") else None
 
 
 def schema_state(connection: Connection) -> SchemaState:
     current = current_revision(connection)
-    known = current is None or current in {rev.revision for rev in _script().walk_revisions()}
-    return SchemaState(current, head_revision(), known)
+    known = current in (None, HEAD_REVISION) or current in _revisions()
+    return SchemaState(current, HEAD_REVISION, known)
 
 
 def create_schema(connection: Connection) -> None:
     """A new database: every table as the models say, stamped at the head."""
     SQLModel.metadata.create_all(connection)
-    MigrationContext.configure(connection).stamp(_script(), head_revision())
+    _stamp(connection, HEAD_REVISION)
     table = SchemaInfo.__table__  # type: ignore[attr-defined]  # sqlmodel: SQLAlchemy sets it, untyped
     connection.execute(table.insert().values(id=1, version=SCHEMA_VERSION))
+
+
+def _stamp(connection: Connection, revision: str) -> None:
+    """What Alembic's stamp does to a database without ``alembic_version``."""
+    VERSION_TABLE.create(connection)
+    connection.execute(VERSION_TABLE.insert().values(version_num=revision))
 
 
 def check(connection: Connection, *, where: str) -> SchemaState:
@@ -169,8 +217,10 @@ def _upgrade(connection: Connection, state: SchemaState, *, where: str, lease_s:
             f"{where}: not upgrading from {state.current} to {state.head} while "
             f"{len(live)} engine(s) run on it ({names}): stop them, then run `{UPGRADE_COMMAND}`"
         )
-    if state.current == LEGACY_REVISION and not inspect(connection).has_table("alembic_version"):
-        MigrationContext.configure(connection).stamp(_script(), LEGACY_REVISION)
+    from alembic import command
+
+    if state.current == LEGACY_REVISION and not inspect(connection).has_table(VERSION_TABLE.name):
+        _stamp(connection, LEGACY_REVISION)
     command.upgrade(_config(connection), "head")
 
 
