@@ -20,6 +20,7 @@ import logging
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import socket
@@ -329,11 +330,11 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     """
     if not spec.argv:
         raise LaunchError(f"execution {spec.execution_id}: empty argv")
-    _check_argv(spec)
+    executable = _check_argv(spec)
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     engine_end, supervisor_end = socket.socketpair()
     try:
-        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno())
+        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno(), executable)
     except BaseException:
         engine_end.close()
         raise
@@ -349,25 +350,29 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
 
 
 def _start_supervisor(
-    spec: LaunchSpec, control_fd: int
+    spec: LaunchSpec, control_fd: int, executable: str | None = None
 ) -> tuple[int, IO[bytes] | None, subprocess.Popen[bytes] | None]:
     """(the supervisor's pid, the agent's stdin if relay writes it, the Popen when the
     supervisor is our own child): forked by the engine's fork server, or started as a
-    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run)."""
+    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run).
+    ``executable`` is where ``argv[0]`` was found, which a forked supervisor execs as is."""
     server = fork_server() if os.environ.get(SUPERVISOR_MODE_ENV, "fork") == "fork" else None
     if server is not None:
         try:
-            return (*server.spawn(spec, control_fd), None)
+            return (*server.spawn(spec, control_fd, executable), None)
         except ForkServerGone:
             log.warning("the fork server is gone: starting this supervisor as a script")
     proc = _spawn_supervisor(spec, control_fd)
     return proc.pid, proc.stdin, proc
 
 
-def _check_argv(spec: LaunchSpec) -> None:
-    """Refuse what could never start, with what to do about it, before spawning anything."""
-    for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1])):
-        _check_executable(spec, exe)
+def _check_argv(spec: LaunchSpec) -> str | None:
+    """Refuse what could never start, with what to do about it, before spawning anything;
+    the absolute path ``argv[0]`` was found at (None where it is not absolute), which spares
+    the supervisor a search of its own."""
+    found = [
+        _check_executable(spec, exe) for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1]))
+    ]
     longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
     if longest > MAX_ARG_BYTES:
         raise LaunchError(
@@ -375,19 +380,23 @@ def _check_argv(spec: LaunchSpec) -> None:
             f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
             "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
         )
+    return found[0] if os.path.isabs(found[0]) else None
 
 
-def _check_executable(spec: LaunchSpec, exe: str) -> None:
+def _check_executable(spec: LaunchSpec, exe: str) -> str:
+    """Where ``exe`` is (on the agent's PATH, or relative to its cwd), or LaunchError."""
     if "/" in exe:
         path = exe if os.path.isabs(exe) else str(spec.cwd / exe)
         found = os.path.isfile(path) and os.access(path, os.X_OK)
     else:
-        found = shutil.which(exe, path=spec.env.get("PATH", os.defpath)) is not None
+        path = shutil.which(exe, path=spec.env.get("PATH", os.defpath)) or ""
+        found = bool(path)
     if not found:
         raise LaunchError(
             f"cannot start {exe!r} (cwd {spec.cwd}): "
             + ("not an executable file" if "/" in exe else "not found on PATH")
         )
+    return path
 
 
 def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[bytes]:
@@ -481,10 +490,26 @@ def _wait_child(
 
 def _until_gone(pid: int, timeout: float = 2.0) -> None:
     """A supervisor's descriptors close a moment before it is gone: wait out that moment,
-    so an exit reported means a process that no longer runs."""
-    deadline = time.monotonic() + timeout
-    while process_alive(pid, None) and time.monotonic() < deadline:
-        time.sleep(0.002)
+    so an exit reported means a process that no longer runs.
+
+    A pidfd turns readable when its process has exited (a zombie: the fork server reaps
+    it), so this is one wait, not a poll of /proc every 2 ms (each poll cost more CPU than
+    the rest of the exit's report). A pid the server has reaped already is gone: the open
+    fails (one reused in that instant would be waited on up to ``timeout``, as the poll
+    this replaced would have)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # exited and reaped already
+    except (AttributeError, OSError):  # no pidfds (before Linux 5.3): poll
+        deadline = time.monotonic() + timeout
+        while process_alive(pid, None) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
 
 
 def cap_file(path: Path, max_bytes: int) -> int:
@@ -512,6 +537,9 @@ def cap_file(path: Path, max_bytes: int) -> int:
     return cut
 
 
+_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+
+
 class ForkServerGone(RuntimeError):
     """The fork server died or would not answer: start supervisors as scripts instead."""
 
@@ -533,33 +561,36 @@ class ForkServer:
         finally:
             theirs.close()
         self._said = b""
+        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def spawn(self, spec: LaunchSpec, control_fd: int) -> tuple[int, IO[bytes] | None]:
+    def spawn(
+        self, spec: LaunchSpec, control_fd: int, executable: str | None = None
+    ) -> tuple[int, IO[bytes] | None]:
         """Fork a supervisor for ``spec`` with output straight to its artifact files:
-        (its pid, the agent's stdin when relay writes to it)."""
+        (its pid, the agent's stdin when relay writes to it). The files are opened as bare
+        descriptors (the server gets copies; no io objects to build and tear down here),
+        and an agent that reads no stdin gets the one /dev/null this server keeps open."""
         stdin_w: IO[bytes] | None = None
-        with (
-            open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
-            open(spec.artifact_dir / STDERR_NAME, "wb") as err,
-        ):
+        read_end = self._devnull
+        fds: list[int] = []
+        try:
+            for name in (STDOUT_NAME, STDERR_NAME):
+                fds.append(os.open(spec.artifact_dir / name, _OUTPUT_FLAGS, 0o666))
             if spec.stdin_text is not None or spec.conversation:
                 read_end, write_end = os.pipe()
+                fds.append(read_end)
                 stdin_w = os.fdopen(write_end, "wb")
-            else:
-                read_end = os.open(os.devnull, os.O_RDONLY)
-            try:
-                pid = self._ask(
-                    _fork_request(spec), [read_end, out.fileno(), err.fileno(), control_fd]
-                )
-            except BaseException:
-                if stdin_w is not None:
-                    stdin_w.close()
-                raise
-            finally:
-                os.close(read_end)
+            pid = self._ask(_fork_request(spec, executable), [read_end, *fds[:2], control_fd])
+        except BaseException:
+            if stdin_w is not None:
+                stdin_w.close()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
         return pid, stdin_w
 
     def _ask(self, request: dict[str, Any], fds: list[int]) -> int:
@@ -569,7 +600,8 @@ class ForkServer:
         with self._lock:
             try:
                 sent = self._conn.sendmsg([payload], rights)
-                self._conn.sendall(payload[sent:])
+                if sent < len(payload):
+                    self._conn.sendall(payload[sent:])
                 while b"\n" not in self._said:
                     chunk = self._conn.recv(4096)
                     if not chunk:
@@ -585,20 +617,22 @@ class ForkServer:
 
     def close(self) -> None:
         self._conn.close()
+        os.close(self._devnull)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(5)
 
 
-def _fork_request(spec: LaunchSpec) -> dict[str, Any]:
+def _fork_request(spec: LaunchSpec, executable: str | None = None) -> dict[str, Any]:
     argv = supervisor_argv(spec, 0)
     split = argv.index("--")
     options = dict(zip(argv[4:split:2], argv[5:split:2], strict=True))
-    return {
+    request = {
         "argv": spec.argv,
         "env": {**spec.env, EXECUTION_ENV: spec.execution_id},
         "cwd": str(spec.cwd),
         "options": options,
     }
+    return request | ({"path": executable} if executable else {})
 
 
 _server: list[ForkServer] = []
