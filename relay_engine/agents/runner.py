@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import json
 import logging
 import os
 import queue
 import re
 import select
+import selectors
 import shutil
 import signal
 import socket
@@ -260,11 +262,23 @@ class RunningProcess:
         except OSError:
             pass
         finally:
-            first = self._said.split(b"\n", 1)[0].decode("utf-8", "replace")
-            verb, _, rest = first.partition(" ")
-            if verb == "started" and rest.isdigit():
-                self._agent_pid = int(rest)
-            self._started.set()
+            self._note_start(True)
+
+    def _note_start(self, final: bool = False) -> None:
+        """Once the supervisor's first line is in (or, ``final``, never will be): the
+        agent's pid, if it started, for :attr:`agent_pid`'s waiters."""
+        if self._started.is_set() or (b"\n" not in self._said and not final):
+            return
+        first = self._said.split(b"\n", 1)[0].decode("utf-8", "replace")
+        verb, _, rest = first.partition(" ")
+        if verb == "started" and rest.isdigit():
+            self._agent_pid = int(rest)
+        self._started.set()
+
+    def _said_how(self) -> bool:
+        """Whether the supervisor said how its agent ended (else it was killed, and may
+        have left a tree behind)."""
+        return b"exit " in self._said or b"error " in self._said
 
     def _finish(self, timeout: float | None = 0.5) -> None:
         """The supervisor exited (``timeout`` None: read until it has, its socket's end of
@@ -279,7 +293,7 @@ class RunningProcess:
                 break
             self._said += chunk
         self._control.close()
-        if b"exit " not in self._said and b"error " not in self._said:
+        if not self._said_how():
             kill_execution(self.execution_id, self.pgid)
 
     def _said_code(self) -> int:
@@ -345,7 +359,10 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
         running._stdin = _start_conversation(running, spec)
     elif spec.stdin_text is not None:
         _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", running, spec.stdin_text)
-    _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
+    if proc is None:
+        _watcher().watch(running, on_exit)
+    else:
+        _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
     return running
 
 
@@ -479,6 +496,10 @@ def _wait_child(
         running.close_stdin()
         code = running._said_code()
         _until_gone(running.pid)
+    _report_exit(running, code, on_exit)
+
+
+def _report_exit(running: RunningProcess, code: int, on_exit: Callable[[str], None] | None) -> None:
     running._mark_exited(code)
     if on_exit is None:
         return
@@ -510,6 +531,106 @@ def _until_gone(pid: int, timeout: float = 2.0) -> None:
         select.select([pidfd], [], [], timeout)
     finally:
         os.close(pidfd)
+
+
+class _Watcher:
+    """The one thread that follows every forked supervisor of this process.
+
+    A thread per agent cost a thread's start and end per start (about 0.1 ms of CPU, and
+    its wake-ups). A forked supervisor is not our child: all there is to follow is its
+    control socket (what it says, then end-of-file) and then its pidfd (it is gone), so
+    one epoll set follows them all. Nothing here blocks: a supervisor that died without a
+    word gets its tree killed from a thread of its own."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._added: queue.SimpleQueue[tuple[RunningProcess, Callable[[str], None] | None]]
+        self._added = queue.SimpleQueue()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        _start_daemon(self._run, "relay-supervisors")
+
+    def watch(self, running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+        self._added.put((running, on_exit))
+        self._wake_w.send(b"\0")
+
+    def _run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                try:
+                    self._take_new() if key.data is None else key.data()
+                except Exception:
+                    log.exception("following a supervisor failed")
+
+    def _take_new(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            self._wake_r.recv(4096)
+        while not self._added.empty():
+            running, on_exit = self._added.get_nowait()
+            follow = functools.partial(self._readable, running, on_exit)
+            self._selector.register(running._control, selectors.EVENT_READ, follow)
+
+    def _readable(self, running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+        """What the supervisor said; at end-of-file (or a reset: it exited with our last
+        commands unread) it is gone but for the moment its pidfd waits out."""
+        try:
+            chunk = running._control.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            running._said += chunk
+            running._note_start()
+            return
+        self._selector.unregister(running._control)
+        running._control.close()
+        running._note_start(True)
+        running.close_stdin()
+        code = running._said_code()
+        if not running._said_how():  # killed: its tree may be left, which takes a while
+            _start_daemon(_killed, f"relay-killed-{running.execution_id}", running, on_exit)
+            return
+        try:
+            pidfd = os.pidfd_open(running.pid)
+        except ProcessLookupError:
+            _report_exit(running, code, on_exit)
+            return
+        except (AttributeError, OSError):
+            _start_daemon(_gone_then_report, "relay-gone", running, code, on_exit)
+            return
+        gone = functools.partial(self._gone, pidfd, running, code, on_exit)
+        self._selector.register(pidfd, selectors.EVENT_READ, gone)
+
+    def _gone(
+        self, pidfd: int, running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
+    ) -> None:
+        self._selector.unregister(pidfd)
+        os.close(pidfd)
+        _report_exit(running, code, on_exit)
+
+
+def _killed(running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+    kill_execution(running.execution_id, running.pgid)
+    _gone_then_report(running, running._said_code(), on_exit)
+
+
+def _gone_then_report(
+    running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
+) -> None:
+    _until_gone(running.pid)
+    _report_exit(running, code, on_exit)
+
+
+_watchers: list[_Watcher] = []
+
+
+def _watcher() -> _Watcher:
+    with _server_lock:
+        if not _watchers:
+            _watchers.append(_Watcher())
+        return _watchers[0]
 
 
 def cap_file(path: Path, max_bytes: int) -> int:
