@@ -32,7 +32,7 @@ TYPE_CHECKING = False  # not typing's, which the fork server does not import
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if TYPE_CHECKING:  # typeshed has no stubs for _signal; mypy finds supervisor in its package
     import signal
-    from typing import TypedDict
+    from typing import NotRequired, TypedDict
 
     from relay_engine.agents import supervisor as sup
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # typeshed has no stubs for _signal; mypy finds supervisor in
         env: dict[str, str]
         cwd: str
         options: dict[str, str]
+        path: NotRequired[str]  # argv[0] as found on the agent's PATH
 else:
     import _signal as signal
 
@@ -54,31 +55,39 @@ TAG = b"RELAY_EXECUTION_ID="
 TAG_ROOM = 160  # the server starts with RELAY_EXECUTION_ID set to this many placeholder bytes
 
 
-def tag_environ(execution_id: str) -> bool:
-    """Make this forked child carry its execution's tag where the kernel shows it.
+def tag_address() -> int | None:
+    """Where the placeholder tag's value lies in this process's environment block, found
+    once by the server: a forked child has the same addresses, so it only writes there.
 
     A process's ``/proc/PID/environ`` is the environment block it was *exec'd* with, which
     a fork shares with its server; recovery's last-resort sweep finds an execution's
     processes by that tag. The server is started with a placeholder tag of
     :data:`TAG_ROOM` bytes, and each child writes its own id over it in place (as
-    setproctitle does with argv); one page of the stack is copied. False where it could
-    not (no placeholder, an id too long, no ``ctypes``)."""
-    value = execution_id.encode()
-    libc = sup.load_libc()
+    setproctitle does with argv). None where there is no placeholder or no ``ctypes``."""
+    if sup.load_libc() is None:
+        return None
     try:
         with open("/proc/self/environ", "rb") as fh:
             block = fh.read()
         with open("/proc/self/stat", "rb") as fh:
             env_start = int(fh.read().rpartition(b")")[2].split()[47])
     except (OSError, ValueError, IndexError):
-        return False
+        return None
     found = 0 if block.startswith(TAG) else block.find(b"\0" + TAG) + 1
-    if libc is None or (found <= 0 and not block.startswith(TAG)) or len(value) >= TAG_ROOM:
-        return False
-    at = found
-    import ctypes
+    if found <= 0 and not block.startswith(TAG):
+        return None
+    return env_start + found + len(TAG)
 
-    where = env_start + at + len(TAG)
+
+def tag_environ(where: int | None, execution_id: str) -> bool:
+    """Make this forked child carry its execution's tag where the kernel shows it: the id
+    written over the placeholder at ``where`` (one page of the stack is copied). False
+    where it could not (no placeholder, an id too long)."""
+    value = execution_id.encode()
+    if where is None or len(value) >= TAG_ROOM:
+        return False
+    import ctypes  # loaded by the server already (supervisor.load_libc): a dict look-up
+
     ctypes.memmove(where, value + b"\0" * (TAG_ROOM - len(value)), TAG_ROOM)
     return True
 
@@ -109,11 +118,17 @@ def _receive(conn: socket.socket) -> tuple[Request, list[int]] | None:
     return json.loads(bytes(body)), fds
 
 
-def _child(request: Request, fds: list[int], server_fds: list[int], led: int) -> None:
+def _child(
+    request: Request, fds: list[int], server_fds: list[int], led: int, tag_at: int | None
+) -> None:
     """In the forked child: become the supervisor of this request's agent; never returns.
 
     ``led`` is closed once the child leads its own session, so the pid the server answers
-    is already a process group a kill can reach."""
+    is already a process group a kill can reach. Every page the child writes to is a page
+    copied from the server, so it does as little as it can: no collection, no rebuilt
+    ``os.environ`` (the agent gets the request's env from ``posix_spawn``; the child's
+    own, as the kernel shows it, gets the execution's tag), nothing read twice."""
+    gc.disable()  # a collection would touch (and copy) every page shared with the server
     code = 127
     try:
         signal.set_wakeup_fd(-1)
@@ -127,14 +142,16 @@ def _child(request: Request, fds: list[int], server_fds: list[int], led: int) ->
         for fd in fds[:3]:
             if fd > 2:
                 os.close(fd)
-        os.chdir(str(request["cwd"]))
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
-        tag_environ(os.environ.get("RELAY_EXECUTION_ID", ""))
-        options = {str(k): str(v) for k, v in dict(request["options"]).items()}
+        os.chdir(request["cwd"])
+        env = request["env"]
+        tag_environ(tag_at, env.get("RELAY_EXECUTION_ID", ""))
+        path = request.get("path")
+        if not path:  # posix_spawnp searches the PATH of this process: make it the agent's
+            os.environ.pop("PATH", None)
+            os.environ.update({"PATH": env["PATH"]} if "PATH" in env else {})
+        options = request["options"]
         options["--control"] = str(fds[3])
-        gc.disable()  # a collection would touch (and copy) every page shared with the server
-        sup.main_with(options, [str(arg) for arg in request["argv"]])
+        sup.supervise(options, request["argv"], env, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.write(2, f"relay: supervisor could not start: {error}\n".encode())
@@ -156,8 +173,11 @@ def serve(conn: socket.socket) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    sup.become_subreaper  # noqa: B018 - loaded now (ctypes with it), not in every child
-    sup.load_libc()
+    libc = sup.load_libc()
+    if libc is not None:
+        libc.prctl  # noqa: B018 - looked up now (ctypes caches it), not in every child
+    sup.host_facts()
+    tag_at = tag_address()
     gc.collect()
     gc.freeze()  # the forks' pages stay shared: no collection touches them
     while True:
@@ -180,7 +200,7 @@ def serve(conn: socket.socket) -> None:
         else:
             if pid == 0:
                 os.close(led_r)
-                _child(request, fds, [conn.fileno(), wake_r, wake_w], led_w)
+                _child(request, fds, [conn.fileno(), wake_r, wake_w], led_w, tag_at)
             reply = f"pid {pid}"
         os.close(led_w)
         os.read(led_r, 1)  # end-of-file: the child has called setsid (or died)

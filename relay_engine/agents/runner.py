@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import json
 import logging
 import os
 import queue
 import re
+import select
+import selectors
 import shutil
 import signal
 import socket
@@ -259,11 +262,23 @@ class RunningProcess:
         except OSError:
             pass
         finally:
-            first = self._said.split(b"\n", 1)[0].decode("utf-8", "replace")
-            verb, _, rest = first.partition(" ")
-            if verb == "started" and rest.isdigit():
-                self._agent_pid = int(rest)
-            self._started.set()
+            self._note_start(True)
+
+    def _note_start(self, final: bool = False) -> None:
+        """Once the supervisor's first line is in (or, ``final``, never will be): the
+        agent's pid, if it started, for :attr:`agent_pid`'s waiters."""
+        if self._started.is_set() or (b"\n" not in self._said and not final):
+            return
+        first = self._said.split(b"\n", 1)[0].decode("utf-8", "replace")
+        verb, _, rest = first.partition(" ")
+        if verb == "started" and rest.isdigit():
+            self._agent_pid = int(rest)
+        self._started.set()
+
+    def _said_how(self) -> bool:
+        """Whether the supervisor said how its agent ended (else it was killed, and may
+        have left a tree behind)."""
+        return b"exit " in self._said or b"error " in self._said
 
     def _finish(self, timeout: float | None = 0.5) -> None:
         """The supervisor exited (``timeout`` None: read until it has, its socket's end of
@@ -278,7 +293,7 @@ class RunningProcess:
                 break
             self._said += chunk
         self._control.close()
-        if b"exit " not in self._said and b"error " not in self._said:
+        if not self._said_how():
             kill_execution(self.execution_id, self.pgid)
 
     def _said_code(self) -> int:
@@ -329,11 +344,11 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     """
     if not spec.argv:
         raise LaunchError(f"execution {spec.execution_id}: empty argv")
-    _check_argv(spec)
+    executable = _check_argv(spec)
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     engine_end, supervisor_end = socket.socketpair()
     try:
-        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno())
+        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno(), executable)
     except BaseException:
         engine_end.close()
         raise
@@ -344,30 +359,37 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
         running._stdin = _start_conversation(running, spec)
     elif spec.stdin_text is not None:
         _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", running, spec.stdin_text)
-    _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
+    if proc is None:
+        _watcher().watch(running, on_exit)
+    else:
+        _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
     return running
 
 
 def _start_supervisor(
-    spec: LaunchSpec, control_fd: int
+    spec: LaunchSpec, control_fd: int, executable: str | None = None
 ) -> tuple[int, IO[bytes] | None, subprocess.Popen[bytes] | None]:
     """(the supervisor's pid, the agent's stdin if relay writes it, the Popen when the
     supervisor is our own child): forked by the engine's fork server, or started as a
-    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run)."""
+    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run).
+    ``executable`` is where ``argv[0]`` was found, which a forked supervisor execs as is."""
     server = fork_server() if os.environ.get(SUPERVISOR_MODE_ENV, "fork") == "fork" else None
     if server is not None:
         try:
-            return (*server.spawn(spec, control_fd), None)
+            return (*server.spawn(spec, control_fd, executable), None)
         except ForkServerGone:
             log.warning("the fork server is gone: starting this supervisor as a script")
     proc = _spawn_supervisor(spec, control_fd)
     return proc.pid, proc.stdin, proc
 
 
-def _check_argv(spec: LaunchSpec) -> None:
-    """Refuse what could never start, with what to do about it, before spawning anything."""
-    for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1])):
-        _check_executable(spec, exe)
+def _check_argv(spec: LaunchSpec) -> str | None:
+    """Refuse what could never start, with what to do about it, before spawning anything;
+    the absolute path ``argv[0]`` was found at (None where it is not absolute), which spares
+    the supervisor a search of its own."""
+    found = [
+        _check_executable(spec, exe) for exe in dict.fromkeys((spec.argv[0], *spec.agent_argv[:1]))
+    ]
     longest = max(len(arg.encode("utf-8", "surrogateescape")) for arg in spec.argv)
     if longest > MAX_ARG_BYTES:
         raise LaunchError(
@@ -375,19 +397,23 @@ def _check_argv(spec: LaunchSpec) -> None:
             f"{MAX_ARG_BYTES // 1024} KiB Linux allows; pass the prompt as a file "
             "({prompt_file}) or on stdin instead of {prompt}, or shorten the task input"
         )
+    return found[0] if os.path.isabs(found[0]) else None
 
 
-def _check_executable(spec: LaunchSpec, exe: str) -> None:
+def _check_executable(spec: LaunchSpec, exe: str) -> str:
+    """Where ``exe`` is (on the agent's PATH, or relative to its cwd), or LaunchError."""
     if "/" in exe:
         path = exe if os.path.isabs(exe) else str(spec.cwd / exe)
         found = os.path.isfile(path) and os.access(path, os.X_OK)
     else:
-        found = shutil.which(exe, path=spec.env.get("PATH", os.defpath)) is not None
+        path = shutil.which(exe, path=spec.env.get("PATH", os.defpath)) or ""
+        found = bool(path)
     if not found:
         raise LaunchError(
             f"cannot start {exe!r} (cwd {spec.cwd}): "
             + ("not an executable file" if "/" in exe else "not found on PATH")
         )
+    return path
 
 
 def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[bytes]:
@@ -470,6 +496,10 @@ def _wait_child(
         running.close_stdin()
         code = running._said_code()
         _until_gone(running.pid)
+    _report_exit(running, code, on_exit)
+
+
+def _report_exit(running: RunningProcess, code: int, on_exit: Callable[[str], None] | None) -> None:
     running._mark_exited(code)
     if on_exit is None:
         return
@@ -481,10 +511,126 @@ def _wait_child(
 
 def _until_gone(pid: int, timeout: float = 2.0) -> None:
     """A supervisor's descriptors close a moment before it is gone: wait out that moment,
-    so an exit reported means a process that no longer runs."""
-    deadline = time.monotonic() + timeout
-    while process_alive(pid, None) and time.monotonic() < deadline:
-        time.sleep(0.002)
+    so an exit reported means a process that no longer runs.
+
+    A pidfd turns readable when its process has exited (a zombie: the fork server reaps
+    it), so this is one wait, not a poll of /proc every 2 ms (each poll cost more CPU than
+    the rest of the exit's report). A pid the server has reaped already is gone: the open
+    fails (one reused in that instant would be waited on up to ``timeout``, as the poll
+    this replaced would have)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # exited and reaped already
+    except (AttributeError, OSError):  # no pidfds (before Linux 5.3): poll
+        deadline = time.monotonic() + timeout
+        while process_alive(pid, None) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return
+    try:
+        select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+
+
+class _Watcher:
+    """The one thread that follows every forked supervisor of this process.
+
+    A thread per agent cost a thread's start and end per start (about 0.1 ms of CPU, and
+    its wake-ups). A forked supervisor is not our child: all there is to follow is its
+    control socket (what it says, then end-of-file) and then its pidfd (it is gone), so
+    one epoll set follows them all. Nothing here blocks: a supervisor that died without a
+    word gets its tree killed from a thread of its own."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._added: queue.SimpleQueue[tuple[RunningProcess, Callable[[str], None] | None]]
+        self._added = queue.SimpleQueue()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        _start_daemon(self._run, "relay-supervisors")
+
+    def watch(self, running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+        self._added.put((running, on_exit))
+        self._wake_w.send(b"\0")
+
+    def _run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                try:
+                    self._take_new() if key.data is None else key.data()
+                except Exception:
+                    log.exception("following a supervisor failed")
+
+    def _take_new(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            self._wake_r.recv(4096)
+        while not self._added.empty():
+            running, on_exit = self._added.get_nowait()
+            follow = functools.partial(self._readable, running, on_exit)
+            self._selector.register(running._control, selectors.EVENT_READ, follow)
+
+    def _readable(self, running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+        """What the supervisor said; at end-of-file (or a reset: it exited with our last
+        commands unread) it is gone but for the moment its pidfd waits out."""
+        try:
+            chunk = running._control.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            running._said += chunk
+            running._note_start()
+            return
+        self._selector.unregister(running._control)
+        running._control.close()
+        running._note_start(True)
+        running.close_stdin()
+        code = running._said_code()
+        if not running._said_how():  # killed: its tree may be left, which takes a while
+            _start_daemon(_killed, f"relay-killed-{running.execution_id}", running, on_exit)
+            return
+        try:
+            pidfd = os.pidfd_open(running.pid)
+        except ProcessLookupError:
+            _report_exit(running, code, on_exit)
+            return
+        except (AttributeError, OSError):
+            _start_daemon(_gone_then_report, "relay-gone", running, code, on_exit)
+            return
+        gone = functools.partial(self._gone, pidfd, running, code, on_exit)
+        self._selector.register(pidfd, selectors.EVENT_READ, gone)
+
+    def _gone(
+        self, pidfd: int, running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
+    ) -> None:
+        self._selector.unregister(pidfd)
+        os.close(pidfd)
+        _report_exit(running, code, on_exit)
+
+
+def _killed(running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+    kill_execution(running.execution_id, running.pgid)
+    _gone_then_report(running, running._said_code(), on_exit)
+
+
+def _gone_then_report(
+    running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
+) -> None:
+    _until_gone(running.pid)
+    _report_exit(running, code, on_exit)
+
+
+_watchers: list[_Watcher] = []
+
+
+def _watcher() -> _Watcher:
+    with _server_lock:
+        if not _watchers:
+            _watchers.append(_Watcher())
+        return _watchers[0]
 
 
 def cap_file(path: Path, max_bytes: int) -> int:
@@ -512,6 +658,9 @@ def cap_file(path: Path, max_bytes: int) -> int:
     return cut
 
 
+_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+
+
 class ForkServerGone(RuntimeError):
     """The fork server died or would not answer: start supervisors as scripts instead."""
 
@@ -533,33 +682,36 @@ class ForkServer:
         finally:
             theirs.close()
         self._said = b""
+        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def spawn(self, spec: LaunchSpec, control_fd: int) -> tuple[int, IO[bytes] | None]:
+    def spawn(
+        self, spec: LaunchSpec, control_fd: int, executable: str | None = None
+    ) -> tuple[int, IO[bytes] | None]:
         """Fork a supervisor for ``spec`` with output straight to its artifact files:
-        (its pid, the agent's stdin when relay writes to it)."""
+        (its pid, the agent's stdin when relay writes to it). The files are opened as bare
+        descriptors (the server gets copies; no io objects to build and tear down here),
+        and an agent that reads no stdin gets the one /dev/null this server keeps open."""
         stdin_w: IO[bytes] | None = None
-        with (
-            open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
-            open(spec.artifact_dir / STDERR_NAME, "wb") as err,
-        ):
+        read_end = self._devnull
+        fds: list[int] = []
+        try:
+            for name in (STDOUT_NAME, STDERR_NAME):
+                fds.append(os.open(spec.artifact_dir / name, _OUTPUT_FLAGS, 0o666))
             if spec.stdin_text is not None or spec.conversation:
                 read_end, write_end = os.pipe()
+                fds.append(read_end)
                 stdin_w = os.fdopen(write_end, "wb")
-            else:
-                read_end = os.open(os.devnull, os.O_RDONLY)
-            try:
-                pid = self._ask(
-                    _fork_request(spec), [read_end, out.fileno(), err.fileno(), control_fd]
-                )
-            except BaseException:
-                if stdin_w is not None:
-                    stdin_w.close()
-                raise
-            finally:
-                os.close(read_end)
+            pid = self._ask(_fork_request(spec, executable), [read_end, *fds[:2], control_fd])
+        except BaseException:
+            if stdin_w is not None:
+                stdin_w.close()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
         return pid, stdin_w
 
     def _ask(self, request: dict[str, Any], fds: list[int]) -> int:
@@ -569,7 +721,8 @@ class ForkServer:
         with self._lock:
             try:
                 sent = self._conn.sendmsg([payload], rights)
-                self._conn.sendall(payload[sent:])
+                if sent < len(payload):
+                    self._conn.sendall(payload[sent:])
                 while b"\n" not in self._said:
                     chunk = self._conn.recv(4096)
                     if not chunk:
@@ -585,20 +738,22 @@ class ForkServer:
 
     def close(self) -> None:
         self._conn.close()
+        os.close(self._devnull)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(5)
 
 
-def _fork_request(spec: LaunchSpec) -> dict[str, Any]:
+def _fork_request(spec: LaunchSpec, executable: str | None = None) -> dict[str, Any]:
     argv = supervisor_argv(spec, 0)
     split = argv.index("--")
     options = dict(zip(argv[4:split:2], argv[5:split:2], strict=True))
-    return {
+    request = {
         "argv": spec.argv,
         "env": {**spec.env, EXECUTION_ENV: spec.execution_id},
         "cwd": str(spec.cwd),
         "options": options,
     }
+    return request | ({"path": executable} if executable else {})
 
 
 _server: list[ForkServer] = []

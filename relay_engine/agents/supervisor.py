@@ -40,6 +40,9 @@ TYPE_CHECKING = False  # not typing's: this script does not import typing (see b
 if TYPE_CHECKING:  # typeshed has no stubs for _signal, which signal re-exports
     import ctypes
     import signal
+    from collections.abc import Mapping
+
+    Environ = Mapping[str, str]
 else:
     import _signal as signal  # the C module: ``signal`` would import enum, 4 ms of each start
 
@@ -70,7 +73,10 @@ def load_libc() -> ctypes.CDLL | None:
 
 
 def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing."""
+    """Adopt orphaned descendants (Linux >= 3.4); False where the kernel offers no such thing.
+
+    A fork server calls :func:`load_libc` (which looks ``prctl`` up) before it forks, so a
+    forked supervisor's call is one foreign call, not a symbol lookup and new objects."""
     libc = load_libc()
     try:
         return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -78,19 +84,39 @@ def become_subreaper() -> bool:
         return False
 
 
-def boot_id() -> str:
+def _read_small(path: str) -> bytes:
+    """A small file (under /proc) in one read: ``open()`` would build an io object stack,
+    which a forked supervisor pays for in copied pages as well as in time."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+
+
+_host: list[tuple[str, str]] = []  # (boot id, host name): read once per process, not per start
+
+
+def host_facts() -> tuple[str, str]:
+    """This boot's id and this host's name, for the record; the same for every supervisor a
+    fork server forks, so it reads them once, before forking."""
+    if not _host:
+        try:
+            boot = _read_small("/proc/sys/kernel/random/boot_id").decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            boot = ""
+        _host.append((boot, os.uname().nodename))
+    return _host[0]
+
+
+def boot_id() -> str:
+    return host_facts()[0]
 
 
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after the command name (which may hold spaces)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+        raw = _read_small(f"/proc/{pid}/stat")
     except OSError:
         return None
     return raw[raw.rfind(b")") + 2 :].decode("ascii", "replace").split()
@@ -138,13 +164,33 @@ def _json(value: str | int | bool | None) -> str:
     return str(int(value))
 
 
-def write_record(path: str, record: dict[str, str | int | bool | None]) -> None:
-    """Atomically, so a reader never sees half a record."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    body = ", ".join(f"{_json(key)}: {_json(value)}" for key, value in record.items())
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("{" + body + "}")
-    os.replace(tmp, path)
+def write_record(
+    path: str, record: dict[str, str | int | bool | None], first: bool = False
+) -> None:
+    """Atomically (a temporary file renamed over it), so a reader never sees half a record.
+
+    The ``first`` record is instead created in place, with one ``write``: a rename is the
+    costliest step of a start on a busy file system. A reader that found it half-written
+    would take it for none and fall back on the execution's tag, which loses nothing, for
+    the agent cannot have started before the write returned."""
+    body = (
+        "{" + ", ".join(f"{_json(key)}: {_json(value)}" for key, value in record.items()) + "}"
+    ).encode()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    if first:
+        try:
+            fd = os.open(path, flags | os.O_EXCL, 0o644)
+        except FileExistsError:
+            first = False
+    if not first:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(tmp, flags | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, body)
+    finally:
+        os.close(fd)
+    if not first:
+        os.replace(tmp, path)
 
 
 def _signal_all(pids: list[int], sig: int) -> None:
@@ -204,13 +250,20 @@ class Supervisor:
         ready, _, _ = select.select([self.control], [], [], 0)
         return bool(ready) and self._read_commands()
 
-    def start(self, argv: list[str]) -> bool:
-        """Spawn the agent (``posix_spawnp``: no ``subprocess`` import, which would double
-        this script's start-up time); only stdin, stdout and stderr are inherited."""
+    def start(self, argv: list[str], env: Environ, executable: str | None = None) -> bool:
+        """Spawn the agent (``posix_spawn``: no ``subprocess`` import, which would double
+        this script's start-up time); only stdin, stdout and stderr are inherited.
+
+        ``executable`` is ``argv[0]`` as the engine found it on the agent's PATH, which
+        spares the search (a failed ``execve`` per directory before it); without it the
+        search uses this process's PATH, which a script supervisor shares with its agent."""
         if self.control is not None:
             os.set_inheritable(self.control, False)
         try:
-            self.agent_pid = os.posix_spawnp(argv[0], argv, os.environ)
+            if executable:
+                self.agent_pid = os.posix_spawn(executable, argv, env)
+            else:
+                self.agent_pid = os.posix_spawnp(argv[0], argv, env)
         except OSError as error:
             reason = f"cannot start {argv[0]!r}: {error.strerror or error}"
             self.tell(f"error {reason}")
@@ -380,27 +433,31 @@ def supervisor_from(options: dict[str, str]) -> Supervisor:
 
 
 def main(argv: list[str]) -> None:
-    main_with(*parse(argv))
+    options, agent_argv = parse(argv)
+    supervise(options, agent_argv, os.environ)
 
 
-def main_with(options: dict[str, str], agent_argv: list[str]) -> None:
-    """Supervise ``agent_argv`` to its end, then exit as it did (run as a script, or in a
-    child the fork server just made); never returns."""
+def supervise(
+    options: dict[str, str], agent_argv: list[str], env: Environ, executable: str | None = None
+) -> None:
+    """Supervise ``agent_argv`` (run with ``env``) to its end, then exit as it did (run as
+    a script, or in a child the fork server just made); never returns."""
     supervisor = supervisor_from(options)
     subreaper = become_subreaper()
     pid = os.getpid()
+    boot, host = host_facts()
     supervisor.record_path = options["--record"]
     supervisor.record = {
         "supervisor_pid": pid,
         "pgid": os.getpgid(0),
         "start_ticks": proc_start_ticks(pid),
-        "boot_id": boot_id(),
-        "host": os.uname().nodename,
+        "boot_id": boot,
+        "host": host,
         "subreaper": subreaper,
-        "execution_id": os.environ.get("RELAY_EXECUTION_ID", ""),
+        "execution_id": env.get("RELAY_EXECUTION_ID", ""),
     }
-    write_record(supervisor.record_path, supervisor.record)
-    if supervisor.engine_gone() or not supervisor.start(agent_argv):
+    write_record(supervisor.record_path, supervisor.record, first=True)
+    if supervisor.engine_gone() or not supervisor.start(agent_argv, env, executable):
         os._exit(127)
     code = supervisor.run()
     supervisor.tell(f"exit {code}")
