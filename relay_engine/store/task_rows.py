@@ -2,17 +2,19 @@
 timestamped and logged together.
 
 Every path that changes a task's state (completion, recovery, operator commands,
-readiness) goes through :func:`move_task`, so the transition table is enforced in
+readiness) goes through :func:`move_task` -- or, for a batch of claimed tasks starting,
+:func:`start_claimed`, its one-statement form -- so the transition table is enforced in
 one place and the change feed never misses a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlmodel import Session, col, select
+from sqlalchemy import tuple_
+from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import (
@@ -61,6 +63,45 @@ def move_task(
         data=data,
     )
     return task
+
+
+STARTED_COLUMNS = (
+    col(Task.key), col(Task.job_id), col(Task.agent), col(Task.provider), col(Task.attempt),
+    col(Task.max_attempts),
+)  # fmt: skip
+
+
+def start_claimed(session: Session, claims: Mapping[str, str], *, now: float) -> dict[str, Any]:
+    """QUEUED to RUNNING for every claimed task (key -> execution id) its execution still
+    owns, in one conditional UPDATE: the fencing check and the write are one statement, so
+    a task another engine took meanwhile (its execution id changed) is left as it is.
+    Returns the started ones (key -> row of key, job id, agent, provider, attempts),
+    each with its ``task.started`` event appended, as :func:`move_task` would."""
+    if not claims:
+        return {}
+    check_task(TaskState.QUEUED, TaskState.RUNNING)  # the only state a claim starts from
+    pairs = sorted(claims.items())
+    query = (
+        update(Task)
+        .where(tuple_(col(Task.key), col(Task.execution_id)).in_(pairs))
+        .where(col(Task.state) == TaskState.QUEUED)
+        .values(state=TaskState.RUNNING, started_at=now, updated_at=now, keep_work=False)
+        .returning(*STARTED_COLUMNS)
+        .execution_options(synchronize_session=False)
+    )
+    started = {row.key: row for row in session.execute(query)}
+    for key in sorted(started):
+        row = started[key]
+        record_event(
+            session,
+            EventKind.TASK_STARTED,
+            f"{key} started on {row.agent} (attempt {row.attempt}/{row.max_attempts})",
+            now=now,
+            job_id=row.job_id,
+            task_key=key,
+            data={"agent": row.agent, "provider": row.provider, "execution": claims[key]},
+        )
+    return started
 
 
 def _release_claim(task: Task) -> None:
