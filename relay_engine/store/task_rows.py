@@ -132,19 +132,26 @@ def mark_blocked(
 _DRAFTS = "relay.drafts"  # session.info: job id -> its DRAFT tasks, read once
 
 
-def preload_drafts(session: Session, job_ids: Iterable[str]) -> None:
-    """Read the DRAFT tasks of these jobs in one statement, for a transaction that completes
-    many of their tasks (each completion looks for dependents to release): not one read
-    per completion. Kept until the transaction adds a task (see :func:`_forget_drafts`)."""
+def drafts_to_read(session: Session, job_ids: Iterable[str]) -> list[str]:
+    """Of these jobs, the ones whose DRAFT tasks this transaction has not read yet."""
+    return sorted(set(job_ids) - set(session.info.get(_DRAFTS, {})))
+
+
+def hold_drafts(session: Session, job_ids: Iterable[str], tasks: Iterable[Task]) -> None:
+    """Keep what one read of these jobs' DRAFT tasks found (``tasks`` may hold other rows:
+    only those jobs' drafts are kept), for :func:`draft_tasks` to answer from, for a
+    transaction that completes many of their tasks (each completion looks for dependents
+    to release): not one read per completion. Kept until the transaction adds a task (see
+    :func:`_forget_drafts`)."""
     held: dict[str, list[Task]] = session.info.setdefault(_DRAFTS, {})
-    todo = sorted(set(job_ids) - set(held))
-    if not todo:
-        return
-    for job_id in todo:
+    jobs = set(job_ids) - set(held)
+    for job_id in jobs:
         held[job_id] = []
-    query = select(Task).where(col(Task.job_id).in_(todo), Task.state == TaskState.DRAFT)
-    for task in session.exec(query):
-        held[task.job_id].append(task)
+    seen: set[str] = set()
+    for task in tasks:
+        if task.job_id in jobs and task.state == TaskState.DRAFT and task.key not in seen:
+            seen.add(task.key)
+            held[task.job_id].append(task)
 
 
 def draft_tasks(session: Session, job_id: str) -> list[Task]:
