@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import watchfiles
-from sqlalchemy import or_
+from sqlalchemy import case, or_
 from sqlmodel import Session, col, func, select, update
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
@@ -411,14 +411,14 @@ class Engine:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an
         engine elsewhere) may leave their job done: it is settled here too. One read of the
         events since the last look."""
-        query = select(func.max(Event.id), Event.job_id).where(
-            col(Event.id) > self._events_seen, col(Event.kind).in_(SETTLING_KINDS)
+        settling = func.sum(case((col(Event.kind).in_(SETTLING_KINDS), 1), else_=0))
+        query = select(func.max(Event.id), Event.job_id, settling).where(
+            col(Event.id) > self._events_seen
         )
-        with self.store.read() as session:
+        with self.store.read() as session:  # one statement: the newest id comes with them
             rows = session.exec(query.group_by(col(Event.job_id))).all()
-            newest = session.exec(select(func.max(Event.id))).one()
-        self.runtime.dirty_jobs.update(job for _, job in rows if job)
-        self._events_seen = int(newest or self._events_seen)
+        self.runtime.dirty_jobs.update(job for _, job, settled in rows if job and settled)
+        self._events_seen = max([self._events_seen, *(newest or 0 for newest, _, _ in rows)])
 
     def _settle_all_jobs(self) -> None:
         """Settle every active job, including ones another engine finished the work of."""

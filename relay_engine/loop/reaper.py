@@ -50,7 +50,6 @@ from relay_engine.ops.completion import (
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
-from relay_engine.store.task_rows import preload_drafts
 
 OUTPUT_SAVE_INTERVAL_S = 1.0
 STDERR_WATCH_INTERVAL_S = 2.0
@@ -280,8 +279,9 @@ class Reaper:
         claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
         stale: list[FinishedExecution] = []
         with runtime.store.write() as session:
-            owned = fenced_tasks(session, claims)
-            preload_drafts(session, {e.live.job_id for e in pending if e.live.task_key})
+            # The tasks' locks and their jobs' drafts (dependents to release) in one read.
+            jobs = {e.live.job_id for e in pending if e.live.task_key}
+            owned = fenced_tasks(session, claims, drafts_of=jobs)
             kept = {}
             for exit_ in pending:
                 live = exit_.live

@@ -38,7 +38,6 @@ from relay_engine.store import spend
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import latest_plan
-from relay_engine.store.read_model import read_fleet
 from relay_engine.store.schema import Job, Plan
 
 PLANNER_TIMEOUT_S = 30 * 60
@@ -105,7 +104,9 @@ class PlannerRounds:
                     Plan.status == PlanState.PLANNING, col(Plan.execution_id).is_(None)
                 )
             ).all()
-            fleet = read_fleet(session, self.runtime.config, now)
+            if not waiting:  # the usual case: no fleet, job or spend read for nobody
+                return False
+            fleet = self.runtime.fleet_view(session, now, {})  # the tick's, shared with dispatch
             jobs = session.exec(select(Job).where(col(Job.id).in_({p.job_id for p in waiting})))
             spent = spend.job_holds(session, jobs.all())
         started = False

@@ -48,7 +48,6 @@ from relay_engine.ops.completion import (
     fail_or_retry,
     fail_task,
     fenced_task,
-    fenced_tasks,
     finish_execution_row,
     move_to_other_agent,
     release_task,
@@ -64,7 +63,7 @@ from relay_engine.ops.prompt_context import prompt_context
 from relay_engine.store import spend
 from relay_engine.store.events import EventKind
 from relay_engine.store.schema import Execution, Job, PermissionRule, Task
-from relay_engine.store.task_rows import move_task, timeout_for
+from relay_engine.store.task_rows import move_task, start_claimed, timeout_for
 
 REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
 
@@ -254,7 +253,10 @@ class Starter:
         now: float,
     ) -> None:
         with self.runtime.store.write() as session:
-            owned = fenced_tasks(session, {c.task.key: c.execution_id for c, *_ in started})
+            # RUNNING, unless the task was taken from its execution meanwhile: fenced in SQL.
+            running = start_claimed(
+                session, {c.task.key: c.execution_id for c, *_ in started}, now=now
+            )
             redactor = self.runtime.redactor
             rows = [
                 spawn_row(request, live, spec, now, redactor) for _, live, spec, request in started
@@ -263,7 +265,7 @@ class Starter:
                 session.execute(update(Execution), rows)
             for claim, *_ in started:
                 dispatch.count_assignment(session, claim, now)
-                self._mark_started(session, owned.get(claim.task.key), claim.execution_id, now)
+                self._drop_said(session, claim, started=claim.task.key in running)
             for claim, error in failed:
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
         if any(isinstance(error, Deferred) for _, error in failed):
@@ -403,27 +405,16 @@ class Starter:
             checks=self.runtime.config.git.merge_checks if task.kind == merge_prep.KIND else (),
         )
 
-    def _mark_started(
-        self, session: Session, fenced: Task | None, execution_id: str, now: float
-    ) -> None:
-        """RUNNING, unless the task was taken from this execution meanwhile (``fenced`` None).
-        What the operator said, and a handed-back task's branch, went into this run."""
-        said = self._said.pop(execution_id, ())
-        if fenced is None:
+    def _drop_said(self, session: Session, claim: Claim, *, started: bool) -> None:
+        """What the operator said went into this run's prompt: a started task no longer
+        carries it (read again under the lock its start took: words said since stay)."""
+        said = self._said.pop(claim.execution_id, ())
+        if not started or not said:
             return
-        fenced.keep_work = False
-        fenced.operator_notes = [n for n in fenced.operator_notes or [] if n not in said]
-        move_task(
-            session,
-            fenced,
-            TaskState.RUNNING,
-            now=now,
-            kind=EventKind.TASK_STARTED,
-            message=f"{fenced.key} started on {fenced.agent} "
-            f"(attempt {fenced.attempt}/{fenced.max_attempts})",
-            started_at=now,
-            data={"agent": fenced.agent, "provider": fenced.provider, "execution": execution_id},
-        )
+        task = session.get(Task, claim.task.key, populate_existing=True)
+        if task is not None:
+            task.operator_notes = [n for n in task.operator_notes or [] if n not in said]
+            session.add(task)
 
     def _launch_failed(
         self,

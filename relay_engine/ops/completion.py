@@ -6,10 +6,11 @@ observer ever sees a SUCCEEDED task whose ready dependents are still DRAFT.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import union_all
 from sqlmodel import Session, col, select
 
 from relay_engine.contracts import troubleshooter
@@ -26,6 +27,8 @@ from relay_engine.store.plan_rows import allowed_wave
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
 from relay_engine.store.task_rows import (
     draft_tasks,
+    drafts_to_read,
+    hold_drafts,
     job_tasks,
     mark_blocked,
     move_task,
@@ -64,12 +67,26 @@ def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
     return session.exec(query.with_for_update()).first()
 
 
-def fenced_tasks(session: Session, claims: Mapping[str, str]) -> dict[str, Task]:
-    """:func:`fenced_task` for many executions in one statement: key -> task still owned."""
+def fenced_tasks(
+    session: Session, claims: Mapping[str, str], *, drafts_of: Iterable[str] = ()
+) -> dict[str, Task]:
+    """:func:`fenced_task` for many executions in one statement: key -> task still owned.
+
+    ``drafts_of``: jobs whose DRAFT tasks the completions may release, read by the same
+    statement (see :func:`~relay_engine.store.task_rows.hold_drafts`), not one of its own:
+    only the claimed rows are locked, the drafts are read as a plain read would."""
     if not claims:
         return {}
-    query = select(Task).where(col(Task.key).in_(list(claims))).with_for_update()
-    return {t.key: t for t in session.exec(query) if t.execution_id == claims[t.key]}
+    locked = select(Task).where(col(Task.key).in_(list(claims))).with_for_update()
+    jobs = drafts_to_read(session, drafts_of)
+    if not jobs:
+        return {t.key: t for t in session.exec(locked) if t.execution_id == claims[t.key]}
+    held = locked.cte("held")
+    drafts = select(Task).where(col(Task.job_id).in_(jobs), Task.state == TaskState.DRAFT)
+    query = select(Task).from_statement(union_all(select(*held.c), drafts))
+    rows = list(session.execute(query).scalars())
+    hold_drafts(session, jobs, rows)
+    return {t.key: t for t in rows if t.key in claims and t.execution_id == claims[t.key]}
 
 
 def finish_execution_row(

@@ -138,7 +138,13 @@ def _server_engine(url: str, *, readonly: bool) -> SAEngine:
     engine = create_engine(
         url,
         pool_size=4,
-        connect_args={"options": options, "connect_timeout": PG_CONNECT_TIMEOUT_S},
+        # No server-side prepared statements: psycopg forgets them at every ROLLBACK (each
+        # read session ends with one) and sends a DEALLOCATE ALL, a round trip of its own.
+        connect_args={
+            "options": options,
+            "connect_timeout": PG_CONNECT_TIMEOUT_S,
+            "prepare_threshold": None,
+        },
     )
     return _ping_when_idle(engine)
 

@@ -2,17 +2,19 @@
 timestamped and logged together.
 
 Every path that changes a task's state (completion, recovery, operator commands,
-readiness) goes through :func:`move_task`, so the transition table is enforced in
+readiness) goes through :func:`move_task` -- or, for a batch of claimed tasks starting,
+:func:`start_claimed`, its one-statement form -- so the transition table is enforced in
 one place and the change feed never misses a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlmodel import Session, col, select
+from sqlalchemy import tuple_
+from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import (
@@ -63,6 +65,45 @@ def move_task(
     return task
 
 
+STARTED_COLUMNS = (
+    col(Task.key), col(Task.job_id), col(Task.agent), col(Task.provider), col(Task.attempt),
+    col(Task.max_attempts),
+)  # fmt: skip
+
+
+def start_claimed(session: Session, claims: Mapping[str, str], *, now: float) -> dict[str, Any]:
+    """QUEUED to RUNNING for every claimed task (key -> execution id) its execution still
+    owns, in one conditional UPDATE: the fencing check and the write are one statement, so
+    a task another engine took meanwhile (its execution id changed) is left as it is.
+    Returns the started ones (key -> row of key, job id, agent, provider, attempts),
+    each with its ``task.started`` event appended, as :func:`move_task` would."""
+    if not claims:
+        return {}
+    check_task(TaskState.QUEUED, TaskState.RUNNING)  # the only state a claim starts from
+    pairs = sorted(claims.items())
+    query = (
+        update(Task)
+        .where(tuple_(col(Task.key), col(Task.execution_id)).in_(pairs))
+        .where(col(Task.state) == TaskState.QUEUED)
+        .values(state=TaskState.RUNNING, started_at=now, updated_at=now, keep_work=False)
+        .returning(*STARTED_COLUMNS)
+        .execution_options(synchronize_session=False)
+    )
+    started = {row.key: row for row in session.execute(query)}
+    for key in sorted(started):
+        row = started[key]
+        record_event(
+            session,
+            EventKind.TASK_STARTED,
+            f"{key} started on {row.agent} (attempt {row.attempt}/{row.max_attempts})",
+            now=now,
+            job_id=row.job_id,
+            task_key=key,
+            data={"agent": row.agent, "provider": row.provider, "execution": claims[key]},
+        )
+    return started
+
+
 def _release_claim(task: Task) -> None:
     task.execution_id = None
     task.lease_owner = None
@@ -91,19 +132,26 @@ def mark_blocked(
 _DRAFTS = "relay.drafts"  # session.info: job id -> its DRAFT tasks, read once
 
 
-def preload_drafts(session: Session, job_ids: Iterable[str]) -> None:
-    """Read the DRAFT tasks of these jobs in one statement, for a transaction that completes
-    many of their tasks (each completion looks for dependents to release): not one read
-    per completion. Kept until the transaction adds a task (see :func:`_forget_drafts`)."""
+def drafts_to_read(session: Session, job_ids: Iterable[str]) -> list[str]:
+    """Of these jobs, the ones whose DRAFT tasks this transaction has not read yet."""
+    return sorted(set(job_ids) - set(session.info.get(_DRAFTS, {})))
+
+
+def hold_drafts(session: Session, job_ids: Iterable[str], tasks: Iterable[Task]) -> None:
+    """Keep what one read of these jobs' DRAFT tasks found (``tasks`` may hold other rows:
+    only those jobs' drafts are kept), for :func:`draft_tasks` to answer from, for a
+    transaction that completes many of their tasks (each completion looks for dependents
+    to release): not one read per completion. Kept until the transaction adds a task (see
+    :func:`_forget_drafts`)."""
     held: dict[str, list[Task]] = session.info.setdefault(_DRAFTS, {})
-    todo = sorted(set(job_ids) - set(held))
-    if not todo:
-        return
-    for job_id in todo:
+    jobs = set(job_ids) - set(held)
+    for job_id in jobs:
         held[job_id] = []
-    query = select(Task).where(col(Task.job_id).in_(todo), Task.state == TaskState.DRAFT)
-    for task in session.exec(query):
-        held[task.job_id].append(task)
+    seen: set[str] = set()
+    for task in tasks:
+        if task.job_id in jobs and task.state == TaskState.DRAFT and task.key not in seen:
+            seen.add(task.key)
+            held[task.job_id].append(task)
 
 
 def draft_tasks(session: Session, job_id: str) -> list[Task]:
