@@ -18,6 +18,7 @@ from relay_tui.app import RelayApp
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import MainScreen
+from relay_tui.widgets.jobs import JobsTable
 from relay_tui.widgets.live_table import LiveTable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -39,6 +40,10 @@ async def open_screen(pilot: Pilot[None], app: RelayApp, kind: type[Screen[None]
     if kind is MainScreen:
         return
     row = "churn/t00" if kind is DetailScreen else "job:churn"
+    jobs = app.main_screen.query_one(JobsTable)
+    if row not in jobs.row_keys and jobs.fold_done:  # keys cancelled or finished the job:
+        await type_keys(pilot, "f")  # it folded to one line, as finished jobs do
+        await wait_until(pilot, lambda: row in jobs.row_keys)
     try:
         await cursor_to(pilot, row)
     except AssertionError as error:
