@@ -26,16 +26,21 @@ def command(
 
     def run(args: argparse.Namespace) -> int:
         store = open_store(args)
-        command = build(args)
-        command_id = commands.enqueue(store, command)
-        commands.apply_pending(store, "cli", time.time())
-        result = commands.wait_for_outcome(store, command_id)
-        if result is None:
-            err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
-            return 1
-        (console if result.ok else err).print(result.outcome, markup=False)
-        if not result.ok:
+        if not apply_command(store, build(args)):
             return 1
         return after(args, store) if after is not None else 0
 
     return run
+
+
+def apply_command(store: Store, command: commands.OperatorCommand) -> bool:
+    """Store ``command``, apply it, and print its outcome (or that no engine applied it
+    yet): whether it was accepted."""
+    command_id = commands.enqueue(store, command)
+    commands.apply_pending(store, "cli", time.time())
+    result = commands.wait_for_outcome(store, command_id)
+    if result is None:
+        err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
+        return False
+    (console if result.ok else err).print(result.outcome, markup=False)
+    return result.ok

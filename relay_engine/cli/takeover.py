@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import socket
-import time
 
 from relay_engine.agents.takeover import open_in_tmux
-from relay_engine.cli.output import console, err, open_store, workspace_of
+from relay_engine.cli.inbox import apply_command
+from relay_engine.cli.output import console, open_store, workspace_of
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.keys import split_key
 from relay_engine.ops import commands
@@ -41,21 +41,9 @@ def operator_name() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
-def _apply(args: argparse.Namespace, command: commands.OperatorCommand) -> bool:
-    store = open_store(args)
-    command_id = commands.enqueue(store, command)
-    commands.apply_pending(store, "cli", time.time())
-    outcome = commands.wait_for_outcome(store, command_id)
-    if outcome is None:
-        err.print(f"{command.kind}: stored as command {command_id}; no engine applied it yet")
-        return False
-    (console if outcome.ok else err).print(outcome.outcome, markup=False)
-    return outcome.ok
-
-
 def cmd_takeover(args: argparse.Namespace) -> int:
     split_key(args.task)
-    if not _apply(args, commands.TakeOver(task=args.task, by=operator_name())):
+    if not apply_command(open_store(args), commands.TakeOver(task=args.task, by=operator_name())):
         return 1
     workspace = workspace_of(args)
     line = resume_line(open_store(args), workspace, load_config(workspace), args.task)
@@ -73,9 +61,9 @@ def cmd_handback(args: argparse.Namespace) -> int:
     if args.done:
         merge_handed_back(open_store(args), workspace_of(args), args.task)
     command = commands.HandBack(task=args.task, done=bool(args.done), text=args.text)
-    return 0 if _apply(args, command) else 1
+    return 0 if apply_command(open_store(args), command) else 1
 
 
 def cmd_say(args: argparse.Namespace) -> int:
     split_key(args.task)
-    return 0 if _apply(args, commands.Say(task=args.task, text=args.text)) else 1
+    return 0 if apply_command(open_store(args), commands.Say(task=args.task, text=args.text)) else 1
