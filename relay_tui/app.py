@@ -427,6 +427,7 @@ class RelayApp(
             status_line(
                 screen_target(main).label,
                 self.snapshot,
+                pane=main.active_title(),
                 task_query=main.task_query,
                 event_query=main.event_query,
                 sort=sort if sort not in (None, "wave", "started") else None,

@@ -812,8 +812,12 @@ def last_line_of(path: Path, max_chars: int = 200) -> str:
 
 
 def process_start_time(pid: int) -> float | None:
+    """When pid started, or None when no live process has it: zombies count as dead."""
     try:
-        return psutil.Process(pid).create_time()
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
@@ -822,14 +826,10 @@ def process_alive(pid: int, start_time: float | None) -> bool:
     """True if pid is running and is the same process that started at start_time.
 
     Comparing the create time tells a live engine from an unrelated process that reused a
-    dead engine's pid. Zombies count as dead.
+    dead engine's pid.
     """
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        created = proc.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    created = process_start_time(pid)
+    if created is None:
         return False
     return start_time is None or abs(created - start_time) <= 1.0
 

@@ -150,7 +150,7 @@ class PullRequests:
                 observed = forge.observe(pull_ref(job, pr))
         except (ForgeError, WorkspaceError) as error:
             return self._failed(job_id, str(error), now)
-        act, acted = self._decide(job_id, observed, forge, now)
+        act, acted = self._decide(job_id, (job.state, job.head_sha), observed, forge, now)
         if act is not None and forge is not None:
             try:
                 outcome = self._perform(forge, act)
@@ -189,18 +189,27 @@ class PullRequests:
         return self.runtime.worktrees.root
 
     def _decide(
-        self, job_id: str, observed: Observation | None, forge: Forge | None, now: float
+        self,
+        job_id: str,
+        seen: tuple[str, str | None],
+        observed: Observation | None,
+        forge: Forge | None,
+        now: float,
     ) -> tuple[_Act | None, bool]:
         """Decide and record in one transaction; claim the forge action it asks for.
 
         Returns the claimed action (None: nothing to do, or another process has it) and
-        whether the decision changed anything.
+        whether the decision changed anything. ``seen`` is the job's state and head when the
+        forge was read: a job that has moved since (a fix landed) is read again next tick,
+        or the forge's older head would be reviewed.
         """
         git = self.runtime.config.git
         with self.store.write() as session:
             job = session.exec(select(Job).where(Job.id == job_id).with_for_update()).first()
             if job is None:
                 return None, False
+            if observed is not None and (job.state, job.head_sha) != seen:
+                return None, True
             pr = session.get(PullRequest, job_id)
             facts = lifecycle_facts(
                 session,

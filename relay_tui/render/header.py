@@ -185,12 +185,15 @@ def status_line(
     task_query: str = "",
     event_query: str = "",
     sort: str | None = None,
+    pane: str = "",
 ) -> Text:
     """``▶ target`` first (the label of the row the next key acts on); then the counts and
-    active filters."""
+    active filters. With no target it names the empty pane that has the focus, which is
+    why ``j`` moves nothing."""
     text = Text(no_wrap=True, overflow="ellipsis", end="")
     text.append("▶ ", style="bold")
-    text.append(target or "nothing selected", style="bold" if target else "dim")
+    idle = f"nothing selected: {pane} is empty" if pane else "nothing selected"
+    text.append(target or idle, style="bold" if target else "dim")
     if task_query:
         text.append(f"  ·  filter: {task_query}", style="italic")
     if event_query:

@@ -286,6 +286,9 @@ class MainScreen(Screen[None]):
         self._fit_heights()
         self.post_message(CursorMoved())
 
+    def active_title(self) -> str:
+        return dict(PANES)[self.active]
+
     def active_table(self) -> LiveTable | None:
         widget = self.pane_widget(self.active)
         return widget if isinstance(widget, LiveTable) else None

@@ -30,6 +30,7 @@ from helpers import (
 from sqlmodel import select
 
 from relay_engine.contracts.job_file import load_job_file
+from relay_engine.loop import pullstep
 from relay_engine.loop.pullstep import PullRequests
 from relay_engine.ops.commands import Merge
 from relay_engine.ops.jobs import submit_job
@@ -184,6 +185,54 @@ def test_after_max_review_rounds_the_job_waits_for_the_operator(
     assert forced.returncode == 0, forced.stderr
     assert "is MERGED" in forced.stdout
     assert "greet.py" in repos.remote_files("main")
+
+
+def test_a_fix_landing_while_the_forge_is_read_is_reviewed_at_its_own_head(
+    sqlite_workspace: Workspace, repos: Repos, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded engine read the forge, a fix landed, and the stale head got reviewed."""
+    ws = sqlite_workspace
+    configure(ws)
+    store = run_until_ready(ws, repos)
+    with store.write() as session:  # as if review 1 had asked for changes and fix-1 runs
+        job = session.get(Job, "greet")
+        assert job is not None
+        job.state = "ACTIVE"
+        session.add(job)
+        for review in session.exec(select(Review)):
+            review.verdict, review.followed_up = "changes", True
+            session.add(review)
+    tree = git(repos.repo, "rev-parse", "relay/greet^{tree}")
+    fixed = git(repos.repo, "commit-tree", tree, "-p", "relay/greet", "-m", "fix-1")
+
+    def land_the_fix() -> None:
+        git(repos.repo, "update-ref", "refs/heads/relay/greet", fixed)
+        with store.write() as session:
+            job = session.get(Job, "greet")
+            assert job is not None
+            job.state, job.head_sha = "REVIEWING", fixed
+            session.add(job)
+
+    real_forge_for = pullstep.forge_for
+
+    def forge_landing_a_fix_mid_read(*args: Any) -> Any:
+        forge = real_forge_for(*args)
+        observe = forge.observe
+
+        def observe_then_land(ref: Any) -> Any:
+            seen = observe(ref)
+            land_the_fix()
+            return seen
+
+        monkeypatch.setattr(forge, "observe", observe_then_land)
+        return forge
+
+    monkeypatch.setattr(pullstep, "forge_for", forge_landing_a_fix_mid_read)
+    one_check(ws, store)
+    assert len(reviews(store)) == 1  # nothing queued at the head read before the fix
+    monkeypatch.setattr(pullstep, "forge_for", real_forge_for)
+    one_check(ws, store)
+    assert [r.head_sha for r in reviews(store)][1:] == [fixed]
 
 
 def test_a_push_to_the_job_branch_after_approval_makes_the_review_stale(
