@@ -144,6 +144,11 @@ def run_fleet(
     statements = sum(s["statements"] for s in stats) if stats else float("nan")  # older engines
     result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
     result |= {"statements": statements / tasks, "server_statements": server_statements}
+    top: dict[str, int] = {}
+    for engine_stats in stats:
+        for text, times in engine_stats.get("top", []):
+            top[text] = top.get(text, 0) + times
+    result["top"] = sorted(top.items(), key=lambda item: -item[1])
     return result | {"cpu": {k: v * 1000 / tasks for k, v in cpu.items()}}
 
 
@@ -283,6 +288,14 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
+def report_top(results: list[dict[str, Any]], tasks: int, shown: int) -> None:
+    """``--top N``: the statements the engines sent most, per task, for each engine count."""
+    for r in results:
+        print(f"top statements per task, {r['engines']} engine(s):")
+        for text, times in r["top"][:shown]:
+            print(f"  {times / tasks:6.2f}  {text}")
+
+
 def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
     print(f"{tasks} tasks of /bin/true, {slots} slots in total, PostgreSQL, {os.cpu_count()} CPUs")
     base = results[0]
@@ -344,6 +357,7 @@ def main() -> None:
     parser.add_argument(
         "--tick", type=float, default=0.5, help="tick_seconds (0.5 is the engine's default)"
     )
+    parser.add_argument("--top", type=int, default=0, help="list the N most sent statements")
     args = parser.parse_args()
     counts = [int(n) for n in args.engines.split(",")]
     base = server_url()
@@ -355,6 +369,8 @@ def main() -> None:
                     run_fleet(Path(tmp), url, engines, args.slots, args.tasks, args.tick)
                 )
     report(results, args.tasks, args.slots)
+    if args.top:
+        report_top(results, args.tasks, args.top)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ instead of failing half way through with "database is locked".
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
 import urllib.parse
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -198,31 +200,50 @@ def sqlite_file_problem(path: Path) -> str | None:
     return None
 
 
+_SELECTED = re.compile(r"^SELECT (?:(?!\bFROM\b).)+ FROM ")
+
+
 class StoreStats:
     """What one process asked of its database: statements sent (counted as the driver gets
-    them, so a bench reads the engine's own count rather than wrapping it from outside) and
-    how long each claim transaction held its locks (from the moment it owned them to the
-    end of its commit, measured in the claim itself)."""
+    them, so a bench reads the engine's own count rather than wrapping it from outside),
+    which statements they were, and how long each claim transaction held its locks (from
+    the moment it owned them to the end of its commit, measured in the claim itself)."""
 
     HOLDS_KEPT = 100_000
+    TOP_KEPT = 40
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.statements = 0
         self.claim_holds_ms: list[float] = []
+        # SQLAlchemy reuses one compiled string per statement: counting by it is a dict hit.
+        self._by_text: Counter[str] = Counter()
 
-    def count(self, *_: Any) -> None:
+    def count(self, _conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         with self._lock:
             self.statements += 1
+            self._by_text[statement] += 1
 
     def note_claim(self, hold_ms: float) -> None:
         with self._lock:
             if len(self.claim_holds_ms) < self.HOLDS_KEPT:
                 self.claim_holds_ms.append(hold_ms)
 
-    def as_dict(self) -> dict[str, Any]:
+    def top_statements(self) -> list[tuple[str, int]]:
+        """The most sent statements, whitespace folded and a SELECT's columns left out, so
+        what tells them apart (tables, WHERE) shows in a line."""
         with self._lock:
-            return {"statements": self.statements, "claim_holds_ms": list(self.claim_holds_ms)}
+            folded: Counter[str] = Counter()
+            for text, times in self._by_text.items():
+                line = _SELECTED.sub("SELECT … FROM ", " ".join(text.split()), count=1)
+                folded[line[:200]] += times
+        return folded.most_common(self.TOP_KEPT)
+
+    def as_dict(self) -> dict[str, Any]:
+        top = self.top_statements()
+        with self._lock:
+            holds = list(self.claim_holds_ms)
+            return {"statements": self.statements, "claim_holds_ms": holds, "top": top}
 
 
 class Store:

@@ -141,4 +141,7 @@ def test_the_store_counts_every_statement_it_sends(tmp_path: Path) -> None:
         session.exec(select_(Job)).all()
         session.exec(select_(Job).where(Job.id == "x")).all()
     assert store.stats.statements - before == 2 + (1 if store.is_sqlite else 0)  # BEGIN
+    top = dict(store.stats.top_statements())
+    by_id = [text for text in top if text.startswith("SELECT") and "WHERE relay_job.id" in text]
+    assert len(by_id) == 1 and top[by_id[0]] == 1  # which statements, folded to one line
     store.dispose()
