@@ -31,6 +31,7 @@ from sqlmodel import Session, col, func, select, update
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
 from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.turns import Place, takes_turn
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.health import DISK_FULL, Health, classify
 from relay_engine.loop.live import LiveExecution
@@ -46,7 +47,7 @@ from relay_engine.ops import assignments, commands
 from relay_engine.ops.schedules import start_due_runs
 from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
 from relay_engine.store.db import Store
-from relay_engine.store.engines import mark_stopped, register_engine, this_host
+from relay_engine.store.engines import live_engine_ids, mark_stopped, register_engine, this_host
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import gated_keys
 from relay_engine.store.read_model import read_waits
@@ -110,6 +111,8 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = 0
+        self._place = Place()  # among the live engines, re-read with each heartbeat
+        self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
 
     @property
@@ -166,7 +169,7 @@ class Engine:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
                 changed = self._safe_tick(full=full)
-                if until_idle and full and not changed and self.is_idle(waits):
+                if until_idle and self.did_chores and not changed and self.is_idle(waits):
                     self._settle_all_jobs()
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
@@ -306,27 +309,24 @@ class Engine:
         """One reconcile pass (DESIGN §2 order). True when anything changed.
 
         A process exit wakes the loop for a *fast* tick (reap, settle, dispatch): the
-        completion transaction already released the dependents. Housekeeping (commands,
-        recovery, parked work, pull requests, planning, readiness) runs on full ticks, every
-        ``tick_seconds`` or when a command arrives.
+        completion transaction already released the dependents. Full ticks, every
+        ``tick_seconds`` or when a command arrives, also apply commands, heartbeat and start
+        planners; the fleet's housekeeping (:meth:`_fleet_chores`) is done on this engine's
+        turns (:mod:`relay_engine.core.turns`).
         """
         self.register()
         now = self.clock()
         changed = False
+        self.did_chores = False
         if full:
             self._last_full_tick = now
             self.runtime.forget_fleet()  # what other engines recorded is read again
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
-            changed |= recover_tasks(self.runtime, now)
-            changed |= resume_parked(self.store, now)
-            changed |= start_due_runs(self.store, now, self.config.engine)
-            changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
-            changed |= self.pulls.tick(now)
-            changed |= self.rounds.tick(now)
-            changed |= promote_ready(self.store, now, self._gated())
-            self._notice_settled_elsewhere()
+            if takes_turn(self._place, now, self.config.engine.tick_seconds):
+                changed |= self._fleet_chores(now)
+            changed |= self.rounds.start_planners(now)
         changed |= self.reaper.reap(now, fence=full)
         if full:  # whether a job is done waits for the next full tick: two reads per job saved
             changed |= self._finish_jobs(now)  # on every exit's fast tick
@@ -336,6 +336,20 @@ class Engine:
         ):
             changed |= self.starter.dispatch(now)
         self.reaper.save_output(now)
+        return changed
+
+    def _fleet_chores(self, now: float) -> bool:
+        """Work any engine may do for the whole fleet: lost claims, parked work, schedules,
+        jobs waiting on jobs, pull requests, planned jobs, drafts, jobs settled elsewhere."""
+        self.did_chores = True
+        changed = recover_tasks(self.runtime, now)
+        changed |= resume_parked(self.store, now)
+        changed |= start_due_runs(self.store, now, self.config.engine)
+        changed |= release_waiting_jobs(self.store, now) | unblock_revived(self.store, now)
+        changed |= self.pulls.tick(now)
+        changed |= self.rounds.tick(now)
+        changed |= promote_ready(self.store, now, self._gated())
+        self._notice_settled_elsewhere()
         return changed
 
     def _full_tick_due(self) -> bool:
@@ -405,7 +419,9 @@ class Engine:
                     .returning(col(table.execution_id))
                 )
                 renewed.update(session.execute(renewal).scalars())
+            live = live_engine_ids(session, now, self.config.engine.lease_seconds)
         self.runtime.extend_deadlines(lease_until, renewed)
+        self._place = Place.among(self.id, live)
 
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an

@@ -53,6 +53,8 @@ class PlannerRounds:
         self.spawn = spawn
 
     def tick(self, now: float) -> bool:
+        """The fleet's chore: take back lost planner rounds, advance planned jobs and
+        assessed waves (any engine may; see :mod:`relay_engine.core.turns`)."""
         store = self.runtime.store
         changed = self._recover(now)
         with store.write() as session:
@@ -66,7 +68,7 @@ class PlannerRounds:
             ).all()
             for job in assessed:
                 changed |= advance_assess_gate(session, job, now)
-        return self._start_planners(now) or changed
+        return changed
 
     def _advance(self, session: Session, job: Job, now: float) -> bool:
         step = next_step(job_facts(session, job))
@@ -97,7 +99,9 @@ class PlannerRounds:
         move_job(session, job, JobState.BLOCKED, now=now, blocked_by=f"{why}; {ways}"[:2000])
 
     # -- planner executions ---------------------------------------------------------------
-    def _start_planners(self, now: float) -> bool:
+    def start_planners(self, now: float) -> bool:
+        """Rounds waiting for a planner start on this engine's agents: every engine looks
+        (each has its own agents and slots), where :meth:`tick` is the fleet's chore."""
         with self.runtime.store.read() as session:
             waiting = session.exec(
                 select(Plan).where(

@@ -68,6 +68,14 @@ class EngineRow:
         return cls(**{**body, "agents": tuple(agents) if agents is not None else None})
 
 
+def live_engine_ids(session: Session, now: float, lease_seconds: float) -> list[str]:
+    """Engines neither stopped nor silent for a lease: the ones that take turns."""
+    query = select(EngineRecord.id).where(
+        col(EngineRecord.stopped_at).is_(None), EngineRecord.heartbeat_at >= now - lease_seconds
+    )
+    return list(session.exec(query))
+
+
 def why_gone(record: EngineRecord, *, now: float, lease_seconds: float) -> str | None:
     """None for a live engine; otherwise why it counts as gone."""
     if record.stopped_at is not None:
