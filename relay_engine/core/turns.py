@@ -8,6 +8,8 @@ still does its housekeeping once a tick, whatever its size. Turns need no coordi
 beyond each engine knowing its place among the live engines; a place that is a little stale
 (an engine joined or died since) only makes two engines share a slot or leaves one slot
 empty until the next heartbeat re-reads it.
+
+Pure: the engine (:mod:`relay_engine.loop.engine`) reads the live engines and does the chores.
 """
 
 from __future__ import annotations
