@@ -9,14 +9,14 @@ without loading the operations an answer applies.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict
+from functools import partial
 
 from rich.markup import escape
 from rich.table import Table
 
-from relay_engine.cli.output import console, open_store
+from relay_engine.cli.output import open_store, print_listing
 from relay_engine.contracts.time_format import format_time
 from relay_engine.store.read_model import AskView, read_asks
 
@@ -30,14 +30,8 @@ def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
 def cmd_asks(args: argparse.Namespace) -> int:
     with open_store(args, readonly=True).read() as session:
         rows = read_asks(session, open_only=not args.all)
-    if args.json:
-        print(json.dumps([ask_json(a) for a in rows], indent=2))
-        return 0
-    if not rows:
-        console.print("nothing waits on you")
-        return 0
-    console.print(asks_table(rows, time.time()))
-    return 0
+    table = partial(asks_table, now=time.time())
+    return print_listing(args.json, rows, ask_json, table, empty="nothing waits on you")
 
 
 def ask_json(ask: AskView) -> dict[str, object]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from relay_engine.cli.output import console, open_store
+from relay_engine.cli.output import open_store, print_listing
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.time_format import format_time
 from relay_engine.store.db import Store
@@ -39,14 +38,8 @@ def cmd_engines(args: argparse.Namespace, store: Store) -> int:
     with store.read() as session:
         recent = None if args.all else RECENT_SECONDS
         rows = read_engines(session, now=time.time(), lease_seconds=lease, recent_seconds=recent)
-    if args.json:
-        print(json.dumps([row.as_dict() for row in rows], indent=2))
-        return 0
-    if not rows:
-        console.print("no engines yet: start one with [bold]relay run[/]")
-        return 0
-    console.print(engines_table(rows))
-    return 0
+    empty = "no engines yet: start one with [bold]relay run[/]"
+    return print_listing(args.json, rows, EngineRow.as_dict, engines_table, empty=empty)
 
 
 def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:

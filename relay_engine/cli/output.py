@@ -4,10 +4,14 @@ and the consoles it prints on (stdout for results, stderr for faults, never fold
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.contracts.config import RelayConfig
@@ -16,6 +20,8 @@ from relay_engine.store.db import Store, default_db_url, location, missing_datab
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
+
+Row = TypeVar("Row")
 
 
 def workspace_of(args: argparse.Namespace) -> Path:
@@ -34,6 +40,23 @@ def open_store(
         auto_migrate=config.engine.auto_migrate,
         lease_s=config.engine.lease_seconds,
     )
+
+
+def print_listing(
+    as_json: bool,
+    rows: list[Row],
+    dump: Callable[[Row], Mapping[str, object]],
+    table: Callable[[list[Row]], Table],
+    *,
+    empty: str,
+) -> int:
+    """The listing commands answer alike: with ``--json`` every row, even none (``[]``, so a
+    script never has to read prose), else the table, or a line saying there is nothing."""
+    if as_json:
+        print(json.dumps([dump(row) for row in rows], indent=2))
+    else:
+        console.print(table(rows) if rows else empty)
+    return 0
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -8,12 +8,11 @@ sees the slots that passed while no engine ran (``missed``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from rich.table import Table
 
-from relay_engine.cli.output import console, open_store
+from relay_engine.cli.output import open_store, print_listing
 from relay_engine.contracts.time_format import format_time
 from relay_engine.ops.schedules import ScheduleView, read_schedules
 from relay_engine.store.db import Store
@@ -27,14 +26,8 @@ def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
 def cmd_schedules(args: argparse.Namespace, store: Store) -> int:
     with store.read() as session:
         views = read_schedules(session, time.time())
-    if args.json:
-        print(json.dumps([view.as_dict() for view in views], indent=2))
-        return 0
-    if not views:
-        console.print('no scheduled jobs: a job file\'s [job] takes schedule = "0 9 * * 1-5"')
-        return 0
-    console.print(schedules_table(views))
-    return 0
+    empty = 'no scheduled jobs: a job file\'s [job] takes schedule = "0 9 * * 1-5"'
+    return print_listing(args.json, views, ScheduleView.as_dict, schedules_table, empty=empty)
 
 
 def schedules_table(views: list[ScheduleView]) -> Table:

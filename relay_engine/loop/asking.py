@@ -213,18 +213,21 @@ class Asking:
         live.denials.append(
             Denial(denial.tool, denial.summary, denial.by, denial.reason, tool.tool_use_id)
         )
-        record_event(
-            session,
-            EventKind.AGENT_DENIED,
-            f"{live.task_key or live.job_id}: {describe(request)} denied ({denial.by}): {denial.reason}"[
-                :500
-            ],
-            now=now,
-            job_id=live.job_id,
-            task_key=live.task_key,
-            level="warning",
-            data={"tool": tool.tool, "by": denial.by},
-        )
+        said = f"{describe(request)} denied ({denial.by}): {denial.reason}"
+        record_denial(session, live, denial, said, now)
+
+
+def record_denial(
+    session: Session, live: LiveExecution, denial: Denial, said: str, now: float
+) -> None:
+    """A refused tool reads the same in the change feed whoever refused it (relay's rules,
+    the operator, a timeout, or the CLI on its own): the run's task, a warning, and who
+    refused in the data."""
+    message = f"{live.task_key or live.job_id}: {said}"[:500]
+    record_event(
+        session, EventKind.AGENT_DENIED, message, now=now, job_id=live.job_id,
+        task_key=live.task_key, level="warning", data={"tool": denial.tool, "by": denial.by},
+    )  # fmt: skip
 
 
 def _asker(live: LiveExecution, engine_id: str) -> asks.Asker:

@@ -33,7 +33,7 @@ from relay_engine.core.quota import QuotaReading
 from relay_engine.core.selection import Selected, pick_agent
 from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
-from relay_engine.loop.asking import Asking
+from relay_engine.loop.asking import Asking, record_denial
 from relay_engine.loop.health import excuse, low_space
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.loop.rounds import PlannerRounds
@@ -519,13 +519,4 @@ def _note_cli_denials(session: Session, live: LiveExecution, now: float) -> None
     for denial in live.all_denials():
         if denial.by != "cli":
             continue
-        record_event(
-            session,
-            EventKind.AGENT_DENIED,
-            f"{live.task_key or live.job_id}: {denial.summary} refused by the CLI itself"[:500],
-            now=now,
-            job_id=live.job_id,
-            task_key=live.task_key,
-            level="warning",
-            data={"tool": denial.tool, "by": "cli"},
-        )
+        record_denial(session, live, denial, f"{denial.summary} refused by the CLI itself", now)

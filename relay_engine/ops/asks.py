@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
@@ -71,17 +71,24 @@ def open_ask(
     session.add(ask)
     session.flush()
     who = asker.task_key or f"job {asker.job_id}"
-    record_event(
-        session,
-        EventKind.AGENT_NEEDS_INPUT,
-        f"{who} waits on you: {summary}"[:500],
-        now=now,
-        job_id=asker.job_id,
-        task_key=asker.task_key,
-        level="warning",
-        data={"ask": ask.id, "agent": asker.agent, "tool": request.tool, "summary": summary},
-    )
+    message = f"{who} waits on you: {summary}"
+    _ask_event(
+        session, ask, EventKind.AGENT_NEEDS_INPUT, "warning", message, now,
+        agent=asker.agent, tool=request.tool, summary=summary,
+    )  # fmt: skip
     return ask
+
+
+def _ask_event(
+    session: Session, ask: Ask, kind: EventKind, level: str, message: str, now: float, **data: Any
+) -> None:
+    """An ask's events (opened, answered, expired) say alike whom they are about: the ask's
+    task and job, which consoles re-read on an event, and the ask itself, first in the data,
+    as a task may wait on more than one."""
+    record_event(
+        session, kind, message[:500], now=now, job_id=ask.job_id, task_key=ask.task_key,
+        level=level, data={"ask": ask.id, **data},
+    )  # fmt: skip
 
 
 def find_ask(session: Session, ask_id: int) -> Ask:
@@ -116,15 +123,8 @@ def answer_ask(
     session.add(ask)
     said = {"allow": "allowed", "deny": "denied", "answer": "answered"}[answer]
     rule = f" (and always, for the {always}: {ask.rule_added})" if ask.rule_added else ""
-    record_event(
-        session,
-        EventKind.ASK_ANSWERED,
-        f"{ask.task_key or ask.job_id}: {said} {ask.summary}{rule}"[:500],
-        now=now,
-        job_id=ask.job_id,
-        task_key=ask.task_key,
-        data={"ask": ask.id, "answer": answer, "by": by},
-    )
+    message = f"{ask.task_key or ask.job_id}: {said} {ask.summary}{rule}"
+    _ask_event(session, ask, EventKind.ASK_ANSWERED, "info", message, now, answer=answer, by=by)
     return f"ask {ask.id} {said}: {ask.summary}{rule}"
 
 
@@ -195,16 +195,8 @@ def settle(session: Session, ask: Ask, status: str, now: float) -> None:
     session.add(ask)
     if status == EXPIRED:
         waited = format_time(ask.asked_at)
-        record_event(
-            session,
-            EventKind.ASK_EXPIRED,
-            f"{ask.task_key or ask.job_id}: no answer since {waited}, denied: {ask.summary}"[:500],
-            now=now,
-            job_id=ask.job_id,
-            task_key=ask.task_key,
-            level="warning",
-            data={"ask": ask.id},
-        )
+        message = f"{ask.task_key or ask.job_id}: no answer since {waited}, denied: {ask.summary}"
+        _ask_event(session, ask, EventKind.ASK_EXPIRED, "warning", message, now)
 
 
 def cancel_open(session: Session, execution_ids: Iterable[str], now: float) -> int:

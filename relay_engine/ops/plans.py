@@ -125,18 +125,7 @@ def store_children(session: Session, job: Job, plan: Plan, now: float) -> None:
     }
     outcome = materialise(result.next_tasks, existing, job.priority)
     if not outcome.ok:
-        plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
-        plan.error = outcome.reason
-        session.add(plan)
-        record_event(
-            session,
-            EventKind.PLAN_FAILED,
-            f"job {job.id} round {plan.round}: {outcome.reason}",
-            now=now,
-            job_id=job.id,
-            plan_id=plan.id,
-            level="error",
-        )
+        _fail_round(session, plan, outcome.reason, now, level="error")
         return
     rows = add_tasks(session, job.id, job.priority, list(outcome.create), now=now, plan_id=plan.id)
     _hold_on_blockers(rows, result)
@@ -198,36 +187,33 @@ def reject_attempt(session: Session, plan: Plan, reason: str, now: float) -> Non
         )
         session.add(plan)
         return
-    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
-    plan.error = f"planner output rejected {plan.attempt} times: {reason}"
-    session.add(plan)
-    record_event(
-        session,
-        EventKind.PLAN_FAILED,
-        f"job {plan.job_id} round {plan.round}: {plan.error}",
-        now=now,
-        job_id=plan.job_id,
-        plan_id=plan.id,
-        level="error",
-    )
+    error = f"planner output rejected {plan.attempt} times: {reason}"
+    _fail_round(session, plan, error, now, level="error")
 
 
 def fail_plan(session: Session, plan: Plan, reason: str, now: float) -> None:
     """End a planner round for good. Its execution loses the claim, so the engine running
     the planner kills it (fencing) and nothing it answers is ever materialised."""
-    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
-    plan.error = reason
+    _fail_round(session, plan, reason, now, level="warning")
     plan.execution_id = plan.lease_owner = plan.lease_expires_at = None
     plan.updated_at = now
+
+
+def _fail_round(session: Session, plan: Plan, error: str, now: float, *, level: str) -> None:
+    """However a round fails (a clash of its tasks, answers rejected too often, or ended
+    from outside), its row and its ``plan.failed`` event say the same error. The level
+    is the caller's: ``error`` where the planner's work was at fault."""
+    plan.status = check_plan(plan.status, PlanState.FAILED, key=f"plan {plan.id}")
+    plan.error = error
     session.add(plan)
     record_event(
         session,
         EventKind.PLAN_FAILED,
-        f"job {plan.job_id} round {plan.round}: {reason}",
+        f"job {plan.job_id} round {plan.round}: {error}",
         now=now,
         job_id=plan.job_id,
         plan_id=plan.id,
-        level="warning",
+        level=level,
     )
 
 
