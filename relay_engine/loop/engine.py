@@ -320,11 +320,11 @@ class Engine:
         self.did_chores = False
         if full:
             self._last_full_tick = now
-            self.runtime.forget_fleet()  # what other engines recorded is read again
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
             if takes_turn(self._place, now, self.config.engine.tick_seconds):
+                self.runtime.forget_fleet()  # what other engines recorded is read again
                 changed |= self._fleet_chores(now)
             changed |= self.rounds.start_planners(now)
         changed |= self.reaper.reap(now, fence=full)

@@ -60,8 +60,9 @@ class EngineRuntime:
         self, session: Session, now: float, pins: dict[tuple[str, str, str], str]
     ) -> FleetView:
         """Limited providers and agents that cannot work, read once and kept until
-        :meth:`forget_fleet`: every full tick (so another engine's limits are seen within
-        one), and whenever this engine records what changes them. A dispatch of a fast
+        :meth:`forget_fleet`: on each of this engine's turns at the fleet's housekeeping
+        (so another engine's limits are seen within one turn of the fleet: a full tick per
+        engine), and whenever this engine records what changes them. A dispatch of a fast
         tick, one per agent exit, reads none of it again."""
         if self._fleet is None:
             self._fleet = read_fleet(session, self.config, now)
