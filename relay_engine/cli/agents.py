@@ -20,7 +20,7 @@ from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig, load_config
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import agent_rows
+from relay_engine.store.read_model.agents import agent_rows
 
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
 

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from relay_engine.cli.output import open_store, print_listing
 from relay_engine.contracts.time_format import format_time
-from relay_engine.store.read_model import AskView, read_asks
+from relay_engine.store.read_model.asks import AskView, read_asks
 
 
 def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:

@@ -27,7 +27,8 @@ from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store.db import Store, default_db_url
-from relay_engine.store.read_model import live_agents, read_waits
+from relay_engine.store.read_model.agents import live_agents
+from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import Event
 
 

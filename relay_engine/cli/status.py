@@ -36,26 +36,15 @@ from relay_engine.loop.health import low_space
 from relay_engine.ops.notes import read_notes
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, read_engines
-from relay_engine.store.read_model import (
-    AskView,
-    ExecutionView,
-    JobView,
-    LimitView,
-    PlanView,
-    SpendView,
-    TaskView,
-    agent_rows,
-    read_added_rules,
-    read_asks,
-    read_executions,
-    read_jobs,
-    read_limits,
-    read_plans,
-    read_quota,
-    read_tasks,
-    read_waits,
-    spend_by,
-)
+from relay_engine.store.read_model.agents import agent_rows
+from relay_engine.store.read_model.asks import AskView, read_added_rules, read_asks
+from relay_engine.store.read_model.executions import ExecutionView, read_executions
+from relay_engine.store.read_model.jobs import JobView, read_jobs
+from relay_engine.store.read_model.plans import PlanView, read_plans
+from relay_engine.store.read_model.providers import LimitView, read_limits, read_quota
+from relay_engine.store.read_model.spend import SpendView, spend_by
+from relay_engine.store.read_model.tasks import TaskView, read_tasks
+from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import Execution, Schedule
 
 BUDGET_WARN_AT = EngineConfig().budget_warn_at

@@ -32,7 +32,7 @@ from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
 from relay_engine.store import spend
 from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns
-from relay_engine.store.read_model import active_pins
+from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
 from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT
 

@@ -50,7 +50,7 @@ from relay_engine.store.db import Store
 from relay_engine.store.engines import live_engine_ids, mark_stopped, register_engine, this_host
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import gated_keys
-from relay_engine.store.read_model import read_waits
+from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
 
 log = logging.getLogger(__name__)

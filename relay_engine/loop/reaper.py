@@ -48,7 +48,7 @@ from relay_engine.ops.completion import (
     record_limit,
 )
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.read_model import read_fleet
+from relay_engine.store.read_model.fleet import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
 
 OUTPUT_SAVE_INTERVAL_S = 1.0

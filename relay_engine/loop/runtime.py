@@ -23,7 +23,7 @@ from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
 from relay_engine.store.engines import owner_facts
-from relay_engine.store.read_model import read_fleet
+from relay_engine.store.read_model.fleet import read_fleet
 
 
 @dataclass

@@ -26,7 +26,8 @@ from relay_engine.ops.completion import AgentWait
 from relay_engine.ops.refusals import Refused
 from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.read_model import availability_of, read_fleet
+from relay_engine.store.read_model.agents import availability_of
+from relay_engine.store.read_model.fleet import read_fleet
 from relay_engine.store.schema import AgentStatus, Task
 from relay_engine.store.task_rows import resume_parked_task
 

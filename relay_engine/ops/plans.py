@@ -41,7 +41,7 @@ from relay_engine.ops.upstream import blocker_problems
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import allowed_wave, latest_plan, round_count
-from relay_engine.store.read_model import agent_rows, known_agents
+from relay_engine.store.read_model.agents import agent_rows, known_agents
 from relay_engine.store.schema import Execution, Job, Plan, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 

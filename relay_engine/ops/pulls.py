@@ -50,7 +50,7 @@ from relay_engine.ops.tasks import cancel_task
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.plan_rows import latest_plan
-from relay_engine.store.read_model import merge_target
+from relay_engine.store.read_model.pulls import merge_target
 from relay_engine.store.schema import Job, PullRequest, Review, Task
 from relay_engine.store.task_rows import add_tasks, job_tasks
 

@@ -15,7 +15,7 @@ from relay_engine.contracts.accounts import split_key
 from relay_engine.core.quota import QuotaReading, Watermark, watermark
 from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.read_model import quota_windows
+from relay_engine.store.read_model.providers import quota_windows
 from relay_engine.store.schema import QuotaWindow
 
 

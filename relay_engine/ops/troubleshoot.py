@@ -25,7 +25,7 @@ from relay_engine.ops.notes import record_note
 from relay_engine.ops.plans import replan
 from relay_engine.ops.tasks import retry_task
 from relay_engine.store.events import EventKind, record_event
-from relay_engine.store.read_model import known_agents
+from relay_engine.store.read_model.agents import known_agents
 from relay_engine.store.schema import Execution, Job, Task
 
 EXECUTIONS_SHOWN = 3

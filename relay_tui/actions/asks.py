@@ -12,7 +12,7 @@ import getpass
 import socket
 
 from relay_engine.ops.commands import AnswerAsk
-from relay_engine.store.read_model import AskView
+from relay_engine.store.read_model.asks import AskView
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.screens.ask import Answer, AskScreen, ScopeScreen
 from relay_tui.screens.text import TextScreen

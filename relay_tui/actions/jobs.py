@@ -19,7 +19,8 @@ from relay_engine.core.states import (
 )
 from relay_engine.ops.commands import ApproveWave, CancelJob, Close, Merge, RaiseBudget, Replan
 from relay_engine.ops.pulls import no_pull_reason
-from relay_engine.store.read_model import JobView, ReviewView
+from relay_engine.store.read_model.jobs import JobView
+from relay_engine.store.read_model.pulls import ReviewView
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.render.header import plural

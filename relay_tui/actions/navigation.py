@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from textual.binding import Binding
 from textual.screen import ModalScreen
 
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.actions.target import Target, screen_target
 from relay_tui.screens.detail import DetailScreen

@@ -16,7 +16,7 @@ from textual.screen import Screen
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.ops.commands import OperatorCommand
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.actions.target import Target
 from relay_tui.data.snapshot import Snapshot
 

@@ -18,7 +18,7 @@ from relay_engine.core.states import TAKEOVER_STATES, TERMINAL_TASK_STATES, Task
 from relay_engine.ops.commands import HandBack, Say, TakeOver
 from relay_engine.ops.refusals import Refused
 from relay_engine.ops.takeover import merge_handed_back, resume_line
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.actions.asks import operator_name
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.screens.confirm import ConfirmScreen

@@ -13,7 +13,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.render.events import EventEntry
 from relay_tui.screens.detail import DetailScreen

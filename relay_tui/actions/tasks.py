@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.states import RETRYABLE_TASK_STATES, TERMINAL_TASK_STATES, TaskState
 from relay_engine.ops.commands import CancelTask, Pin, RetryTask
-from relay_engine.store.read_model import AgentRow, TaskView
+from relay_engine.store.read_model.agents import AgentRow
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.actions.protocol import ConsoleApp
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.pin import PinScreen

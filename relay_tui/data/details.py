@@ -17,19 +17,12 @@ from sqlmodel import col, select
 from relay_engine.core.waits import Wait
 from relay_engine.store.db import Store
 from relay_engine.store.engines import EngineRow, engine_rows, job_engines
-from relay_engine.store.read_model import (
-    ExecutionView,
-    JobView,
-    PlanView,
-    ReviewView,
-    TaskView,
-    read_jobs,
-    read_plans,
-    read_reviews,
-    read_task_detail,
-    read_tasks,
-    read_waits,
-)
+from relay_engine.store.read_model.executions import ExecutionView
+from relay_engine.store.read_model.jobs import JobView, read_jobs
+from relay_engine.store.read_model.plans import PlanView, read_plans
+from relay_engine.store.read_model.pulls import ReviewView, read_reviews
+from relay_engine.store.read_model.tasks import TaskView, read_task_detail, read_tasks
+from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
 from relay_tui.data.projection import event_view
 from relay_tui.data.snapshot import EventView

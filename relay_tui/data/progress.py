@@ -16,7 +16,7 @@ from pathlib import Path
 
 from relay_engine.agents.adapters.base import LineBuffer, parse_json_line
 from relay_engine.contracts.pricing import Price, execution_spend
-from relay_engine.store.read_model import ExecutionView
+from relay_engine.store.read_model.executions import ExecutionView
 from relay_tui.data.output import STDOUT_NAME
 from relay_tui.data.stream import StreamItem, parse_line
 

@@ -26,24 +26,15 @@ from relay_engine.core.states import DONE_TASK_STATES, JobState, TaskState
 from relay_engine.core.waits import Wait
 from relay_engine.store.db import Store, column_rows, select_columns
 from relay_engine.store.engines import RECENT_SECONDS, why_gone
-from relay_engine.store.read_model import (
-    NO_SPEND,
-    TASK_COLUMNS,
-    AgentRow,
-    ExecutionView,
-    JobView,
-    SpendView,
-    TaskView,
-    agent_rows,
-    read_asks,
-    read_executions,
-    read_jobs,
-    read_plans,
-    read_quota,
-    read_waits,
-    spend_by,
-    spend_since,
-)
+from relay_engine.store.read_model.agents import AgentRow, agent_rows
+from relay_engine.store.read_model.asks import read_asks
+from relay_engine.store.read_model.executions import ExecutionView, read_executions
+from relay_engine.store.read_model.jobs import JobView, read_jobs
+from relay_engine.store.read_model.plans import read_plans
+from relay_engine.store.read_model.providers import read_quota
+from relay_engine.store.read_model.spend import NO_SPEND, SpendView, spend_by, spend_since
+from relay_engine.store.read_model.tasks import TASK_COLUMNS, TaskView
+from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import (
     Command,
     EngineRecord,

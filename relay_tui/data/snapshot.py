@@ -9,17 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from relay_engine.core.waits import Wait
-from relay_engine.store.read_model import (
-    NO_SPEND,
-    AgentRow,
-    AskView,
-    ExecutionView,
-    JobView,
-    PlanView,
-    QuotaView,
-    SpendView,
-    TaskView,
-)
+from relay_engine.store.read_model.agents import AgentRow
+from relay_engine.store.read_model.asks import AskView
+from relay_engine.store.read_model.executions import ExecutionView
+from relay_engine.store.read_model.jobs import JobView
+from relay_engine.store.read_model.plans import PlanView
+from relay_engine.store.read_model.providers import QuotaView
+from relay_engine.store.read_model.spend import NO_SPEND, SpendView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.progress import RunProgress
 
 
@@ -123,7 +120,7 @@ class Snapshot:
     """Spend of the executions started since local midnight."""
     waits: Mapping[str, Wait] = field(default_factory=dict)
     """What each waiting task or job waits for, until when, and the command that releases
-    it (:func:`relay_engine.store.read_model.read_waits`), by subject: ``task J/T``, ``job J``."""
+    it (:func:`relay_engine.store.read_model.waits.read_waits`), by subject: ``task J/T``, ``job J``."""
     quota: tuple[QuotaView, ...] = ()
     """Each account's quota windows: how full, against its ``stop_at``, and when it resets."""
 

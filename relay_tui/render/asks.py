@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from relay_engine.store.read_model import AskView
+from relay_engine.store.read_model.asks import AskView
 
 
 def wants(ask: AskView) -> str:

@@ -16,7 +16,10 @@ from relay_engine.core.states import DONE_JOB_STATES, JobState
 from relay_engine.core.waits import Wait, wait_lines
 from relay_engine.git.diffs import Diff
 from relay_engine.store.engines import EngineRow, age_text
-from relay_engine.store.read_model import JobView, PlanView, PullView, ReviewView, TaskView
+from relay_engine.store.read_model.jobs import JobView
+from relay_engine.store.read_model.plans import PlanView
+from relay_engine.store.read_model.pulls import PullView, ReviewView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.details import JobDetail
 from relay_tui.render.spend import LEVEL_STATES, budget_bar, budget_words, spend_line
 from relay_tui.render.styles import styled

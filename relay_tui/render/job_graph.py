@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.details import JobDetail
 from relay_tui.render.graph import GraphNode, node_seconds
 

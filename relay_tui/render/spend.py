@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from relay_engine.core.usage import UsageRecord
-from relay_engine.store.read_model import BudgetView, JobView, SpendView
+from relay_engine.store.read_model.jobs import BudgetView, JobView
+from relay_engine.store.read_model.spend import SpendView
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 LEVEL_STATES = {"ok": "SUCCEEDED", "warning": "PARKED", "exhausted": "FAILED"}

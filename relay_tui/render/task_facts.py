@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from rich.text import Text
 
 from relay_engine.core.waits import Wait
-from relay_engine.store.read_model import ExecutionView, TaskView
+from relay_engine.store.read_model.executions import ExecutionView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.stream import StreamItem
 from relay_tui.render.styles import clock_time, short_duration, styled
 

@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 from textual.widgets.option_list import Option
 
-from relay_engine.store.read_model import AskView
+from relay_engine.store.read_model.asks import AskView
 from relay_tui.render.asks import ask_detail, question_text, scope_rules
 from relay_tui.render.styles import clock_time
 from relay_tui.screens.base import Dialog

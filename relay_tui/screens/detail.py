@@ -25,7 +25,8 @@ from textual.widgets import DataTable, Input, RichLog, Static, TabbedContent, Ta
 
 from relay_engine.git.diffs import Diff, task_diff
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import ExecutionView, TaskView
+from relay_engine.store.read_model.executions import ExecutionView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.details import TaskDetail, task_detail
 from relay_tui.data.output import STDOUT_NAME, OutputFollower
 from relay_tui.data.stream import StreamItem

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import Button, Label, OptionList
 from textual.widgets.option_list import Option
 
-from relay_engine.store.read_model import AgentRow
+from relay_engine.store.read_model.agents import AgentRow
 from relay_tui.data.snapshot import ProviderView
 from relay_tui.render.styles import clock_time
 from relay_tui.screens.base import Dialog

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Static
 
 from relay_engine.agents.takeover import TakeOverLine
-from relay_engine.store.read_model import TaskView
+from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.render.styles import clock_time
 from relay_tui.screens.base import Dialog
 

@@ -27,7 +27,7 @@ from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.budgets import local_midnight
 from relay_engine.core.usage import Grouping, UsageRecord, UsageRow, rollup, total
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import BudgetView, JobView
+from relay_engine.store.read_model.jobs import BudgetView, JobView
 from relay_engine.store.spend import read_usage
 from relay_tui.messages import DetailRead
 from relay_tui.render.spend import (

@@ -10,7 +10,8 @@ from typing import ClassVar
 from rich.text import Text
 
 from relay_engine.core.states import PlanState
-from relay_engine.store.read_model import JobView, PlanView
+from relay_engine.store.read_model.jobs import JobView
+from relay_engine.store.read_model.plans import PlanView
 from relay_tui.data.snapshot import Snapshot, WaveView
 from relay_tui.render.spend import budget_words
 from relay_tui.render.styles import bar, clip, styled

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 
-from relay_engine.store.read_model import ExecutionView
+from relay_engine.store.read_model.executions import ExecutionView
 from relay_tui.data.progress import RunProgress
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.render.limits import limit_words

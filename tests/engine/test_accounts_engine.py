@@ -28,7 +28,7 @@ from helpers import (
 
 from relay_engine.contracts.config import load_config
 from relay_engine.core.quota import clock
-from relay_engine.store.read_model import read_quota
+from relay_engine.store.read_model.providers import read_quota
 
 SIM = [sys.executable, "-m", "relay_engine.agents.sim_agent"]
 

@@ -28,7 +28,7 @@ from helpers import (
 )
 
 from relay_engine.ops.completion import record_limit
-from relay_engine.store.read_model import agent_rows
+from relay_engine.store.read_model.agents import agent_rows
 from relay_engine.store.schema import AgentStatus, Task
 
 HERE = Path(__file__).resolve().parents[1]  # tests/: replay_cli.py and fixtures/

@@ -17,7 +17,7 @@ from helpers import Workspace, executions, job_toml, sim, stop_process, wait_for
 from sqlmodel import select
 
 from relay_engine.store.db import default_db_url
-from relay_engine.store.read_model import known_agents
+from relay_engine.store.read_model.agents import known_agents
 from relay_engine.store.schema import AgentRecord, EngineRecord
 
 LEASE = 3.0

@@ -22,7 +22,7 @@ from helpers import Workspace, executions, init_repo, job_toml, running_engine, 
 from modelstub import ModelStub, call, rate_limited, say, unified_limit_headers, usage_limit
 
 from relay_engine.agents.sandbox import host_sandbox
-from relay_engine.store.read_model import read_quota
+from relay_engine.store.read_model.providers import read_quota
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 KEY = "sk-stub-not-a-key"

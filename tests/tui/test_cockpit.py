@@ -20,7 +20,8 @@ from textual.widgets import Static
 
 from relay_engine.contracts.config import RelayConfig, default_config
 from relay_engine.store.db import Store
-from relay_engine.store.read_model import NO_SPEND, BudgetView, JobView, SpendView
+from relay_engine.store.read_model.jobs import BudgetView, JobView
+from relay_engine.store.read_model.spend import NO_SPEND, SpendView
 from relay_engine.store.schema import AgentRecord, AgentStatus, Event, Execution, Job, Plan, Task
 from relay_tui.app import RelayApp
 from relay_tui.demo.sample import NOW, frozen_clock, write_sample
