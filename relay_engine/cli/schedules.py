@@ -1,5 +1,6 @@
 """``relay schedules``: the scheduled jobs (templates), the run each starts next, and the
-last one it started.
+last one it started; ``relay schedules pause|resume|remove ID`` stops, restarts or forgets
+one (a changed definition is submitted again after ``remove``).
 
 A template's slots are decided by whichever engine ticks, so this is also where an operator
 sees the slots that passed while no engine ran (``missed``).
@@ -12,15 +13,35 @@ import time
 
 from rich.table import Table
 
-from relay_engine.cli.output import open_store, print_listing
+from relay_engine.cli.output import console, open_store, print_listing
 from relay_engine.contracts.time_format import format_time
-from relay_engine.ops.schedules import ScheduleView, read_schedules
+from relay_engine.ops.schedules import (
+    ScheduleView,
+    pause_schedule,
+    read_schedules,
+    remove_schedule,
+    resume_schedule,
+)
 from relay_engine.store.db import Store
+
+ACTIONS = {"pause": pause_schedule, "resume": resume_schedule, "remove": remove_schedule}
 
 
 def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", choices=sorted(ACTIONS), help="change one template")
+    parser.add_argument("template", nargs="?", help="the scheduled job's id")
     parser.add_argument("--json", action="store_true")
-    parser.set_defaults(func=lambda a: cmd_schedules(a, open_store(a, readonly=True)))
+    parser.set_defaults(func=_run, parser=parser)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.action is None:
+        return cmd_schedules(args, open_store(args, readonly=True))
+    if args.template is None:
+        args.parser.error(f"relay schedules {args.action} needs the scheduled job's id")
+    said = ACTIONS[args.action](open_store(args), args.template, time.time())
+    console.print(said, markup=False, highlight=False)
+    return 0
 
 
 def cmd_schedules(args: argparse.Namespace, store: Store) -> int:

@@ -32,6 +32,7 @@ from relay_engine.core.schedules import (
     run_job_id,
 )
 from relay_engine.ops.jobs import JobConflict, SubmitOutcome, add_job
+from relay_engine.ops.refusals import Refused
 from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import Job, Schedule
@@ -79,15 +80,63 @@ def submit_schedule(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome
 
 
 def start_due_runs(store: Store, now: float, engine: EngineConfig | None = None) -> bool:
-    """Every template's due slot becomes a run; True when any template moved on."""
+    """Every running template's due slot becomes a run; True when any template moved on."""
+    running = select(Schedule).where(col(Schedule.paused_at).is_(None))
     with store.read() as session:
-        templates = [(row.id, _rule(row), row.cursor_at) for row in session.exec(select(Schedule))]
+        templates = [(row.id, _rule(row), row.cursor_at) for row in session.exec(running)]
     changed = False
     for template, rule, cursor in templates:
         decision = decide_slots(rule, cursor, now)
         if decision.cursor != cursor:
             changed |= _apply(store, template, cursor, decision, now, engine)
     return changed
+
+
+def pause_schedule(store: Store, template: str, now: float) -> str:
+    """Stop a template from starting runs (the runs it made go on); the outcome line."""
+    with store.write() as session:
+        row = _template(session, template)
+        if row.paused_at is not None:
+            return f"scheduled job {template} is already paused"
+        row.paused_at, row.updated_at = now, now
+        session.add(row)
+        said = f"scheduled job {template} paused: no runs start until `relay schedules resume`"
+        record_event(session, EventKind.SCHEDULE_PAUSED, said, now=now)
+    return said
+
+
+def resume_schedule(store: Store, template: str, now: float) -> str:
+    """Start runs again from the next slot: the slots that passed while it was paused are
+    skipped, not made up (a pause is the operator's choice, not a missed slot)."""
+    with store.write() as session:
+        row = _template(session, template)
+        if row.paused_at is None:
+            return f"scheduled job {template} is not paused"
+        row.paused_at, row.cursor_at, row.updated_at = None, max(now, row.cursor_at), now
+        session.add(row)
+        upcoming = next_slot(_rule(row), row.cursor_at)
+        said = f"scheduled job {template} resumed: next run {run_job_id(template, upcoming)}"
+        record_event(session, EventKind.SCHEDULE_RESUMED, said, now=now)
+    return said
+
+
+def remove_schedule(store: Store, template: str, now: float) -> str:
+    """Forget a template, so its id can be submitted again with a new definition; the
+    runs it made stay jobs of their own."""
+    with store.write() as session:
+        session.delete(_template(session, template))
+        said = f"scheduled job {template} removed: the runs it made stay"
+        record_event(session, EventKind.SCHEDULE_REMOVED, said, now=now)
+    return said
+
+
+def _template(session: Session, template: str) -> Schedule:
+    row = session.exec(select(Schedule).where(col(Schedule.id) == template).with_for_update())
+    found = row.first()
+    if found is None:
+        known = ", ".join(session.exec(select(Schedule.id).order_by(col(Schedule.id)))) or "none"
+        raise Refused(f"no scheduled job {template!r} (scheduled jobs: {known})")
+    return found
 
 
 def _rule(row: Schedule) -> ScheduleRule:
@@ -108,6 +157,7 @@ def _apply(
         moved = session.exec(
             update(Schedule)
             .where(col(Schedule.id) == template, col(Schedule.cursor_at) == cursor)
+            .where(col(Schedule.paused_at).is_(None))  # paused since this engine read it
             .values(cursor_at=decision.cursor, updated_at=now)
         )
         if moved.rowcount != 1:
@@ -199,11 +249,14 @@ class ScheduleView:
     last_missed_at: float | None
     problem: str | None
     source: str | None
+    paused_at: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
     def next_text(self) -> str:
+        if self.paused_at is not None:
+            return f"paused since {format_time(self.paused_at)}"
         return f"{self.next_run} ({format_time(self.next_at)})"
 
 
@@ -228,6 +281,7 @@ def read_schedules(session: Session, now: float) -> list[ScheduleView]:
                 last_missed_at=row.last_missed_at,
                 problem=row.problem,
                 source=row.source_path,
+                paused_at=row.paused_at,
             )
         )
     return views

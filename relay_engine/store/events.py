@@ -31,6 +31,9 @@ class EventKind(StrEnum):
     SCHEDULE_RUN = "schedule.run"  # a slot came due and its run (a job) was made
     SCHEDULE_MISSED = "schedule.missed"  # slots passed while no engine ran
     SCHEDULE_FAILED = "schedule.failed"  # a due slot's run could not be made
+    SCHEDULE_PAUSED = "schedule.paused"
+    SCHEDULE_RESUMED = "schedule.resumed"  # slots that passed while paused are skipped
+    SCHEDULE_REMOVED = "schedule.removed"  # its runs already made stay
 
     TASK_QUEUED = "task.queued"
     TASK_STARTED = "task.started"

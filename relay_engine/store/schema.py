@@ -370,6 +370,7 @@ class Schedule(SQLModel, table=True):
     missed_count: int = 0  # slots passed over while no engine ran, all told
     last_missed_at: float | None = None
     problem: str | None = None  # why the last run could not be made, until one can
+    paused_at: float | None = None  # `relay schedules pause`: no runs start until resumed
     created_at: float = 0.0
     updated_at: float = 0.0
 

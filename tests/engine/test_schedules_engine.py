@@ -107,6 +107,52 @@ def test_a_restart_after_missed_slots_follows_catch_up(workspace: Workspace, cat
 
 
 @pytest.mark.postgres
+def test_a_paused_schedule_starts_nothing_and_resumes_from_its_next_slot(
+    sqlite_workspace: Workspace,
+) -> None:
+    ws = sqlite_workspace
+    slots = template(ws)
+    clock = Clock()
+    paused = ws.cli("schedules", "pause", "hourly")
+    assert paused.returncode == 0, paused.stderr
+    assert "scheduled job hourly paused" in paused.stdout
+    assert "paused since" in ws.cli("schedules").stdout
+    clock.at(slots[1].at + 5)  # two slots pass while it is paused
+    run_until_idle(Engine(ws.path, store=ws.store(), clock=clock))
+    assert run_ids(ws) == [] and events(ws.store(), "schedule.missed") == []
+    with ws.store().write() as session:  # resumed at the clock's time, as an operator would
+        row = session.get(Schedule, "hourly")
+        assert row is not None
+        row.cursor_at = clock()
+        session.add(row)
+    resumed = ws.cli("schedules", "resume", "hourly")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"next run hourly@{slots[2].label}" in resumed.stdout
+    clock.at(slots[2].at + 5)
+    assert run_until_idle(Engine(ws.path, store=ws.store(), clock=clock))
+    assert run_ids(ws) == [f"hourly@{slots[2].label}"]  # the paused slots are not made up
+
+
+def test_removing_a_schedule_keeps_its_runs_and_frees_its_id(sqlite_workspace: Workspace) -> None:
+    ws = sqlite_workspace
+    slots = template(ws)
+    clock = Clock()
+    clock.at(slots[0].at + 5)
+    assert run_until_idle(Engine(ws.path, store=ws.store(), clock=clock))
+    unknown = ws.cli("schedules", "pause", "nightly")
+    assert unknown.returncode == 2
+    assert "no scheduled job 'nightly' (scheduled jobs: hourly)" in unknown.stderr
+    removed = ws.cli("schedules", "remove", "hourly")
+    assert removed.returncode == 0, removed.stderr
+    assert "the runs it made stay" in removed.stdout
+    assert "no scheduled jobs" in ws.cli("schedules").stdout
+    assert run_ids(ws) == [f"hourly@{slots[0].label}"]
+    daily = job_toml("hourly", [{"id": "t", "input": "y", "sim": sim()}], schedule="0 3 * * *")
+    again = ws.cli("submit", str(ws.write_job(daily, "hourly.toml")))
+    assert again.returncode == 0, again.stderr  # a changed definition, under the same id
+    assert "0 3 * * *" in ws.cli("schedules").stdout
+
+
 def test_two_engines_on_postgres_start_one_run_per_slot(pg_url: str, tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws", pg_url)
     ws.path.mkdir()
