@@ -140,7 +140,19 @@ def failure_note(
     else:
         lines += ["", "No troubleshooter looked into it."]
     lines += ["", f"Ways out: `relay retry {task_key}`, `relay replan {job_id}`."]
-    return Note(job_id, f"failure:{task_key}", "failure", "\n".join(lines))
+    return Note(job_id, failure_key(task_key), "failure", "\n".join(lines))
+
+
+def failure_key(task_key: str) -> str:
+    return f"failure:{task_key}"
+
+
+def recovered_note(job_id: str, task_key: str, title: str, attempt: int) -> Note:
+    """The same note once the task ran again and succeeded: the comment that said it had
+    failed for good is edited to say so, rather than left standing on the pull request."""
+    lines = [f"### relay: `{task_key}` succeeded after all", ""]
+    lines.append(f"{title} had failed for good; run again, it succeeded on attempt {attempt}.")
+    return Note(job_id, failure_key(task_key), "failure", "\n".join(lines))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.core.states import DONE_TASK_STATES, TaskState
 from relay_engine.ops import troubleshoot
 from relay_engine.ops.gates import hold_gate
+from relay_engine.ops.notes import note_recovery
 from relay_engine.store.db import ensure_row
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import allowed_wave
@@ -159,6 +160,8 @@ def _succeed(session: Session, task: Task, outcome: Outcome, now: float) -> None
             job.job_branch = f"relay/{job.id}"
             session.add(job)
     release_dependents(session, task, now=now)
+    if task.attempt > 1:  # it may have failed for good before an operator ran it again
+        note_recovery(session, task, now)
     if task.kind == troubleshooter.KIND:
         troubleshoot.conclude(session, task, now)
 

@@ -13,9 +13,17 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, col, or_, select, update
 
-from relay_engine.core.writeback import LineComment, Note, NoteKind, Posted, needs_write
+from relay_engine.core.writeback import (
+    LineComment,
+    Note,
+    NoteKind,
+    Posted,
+    failure_key,
+    needs_write,
+    recovered_note,
+)
 from relay_engine.store.db import Store
-from relay_engine.store.schema import PullNote
+from relay_engine.store.schema import PullNote, Task
 
 CLAIM_TTL_S = 120.0
 """A writer that died mid-write frees its notes after this; the body's marker keeps the
@@ -34,6 +42,14 @@ def record_note(session: Session, note: Note, now: float) -> None:
     row.line_comments = [c.__dict__ for c in note.line_comments]
     row.digest, row.updated_at = digest, now
     session.add(row)
+
+
+def note_recovery(session: Session, task: Task, now: float) -> None:
+    """A task that succeeded on a later attempt: if it had failed for good before (its
+    failure note exists), that note now says it succeeded."""
+    if session.get(PullNote, (task.job_id, failure_key(task.key))) is not None:
+        note = recovered_note(task.job_id, task.key, task.title, task.attempt)
+        record_note(session, note, now)
 
 
 @dataclass(frozen=True)

@@ -239,6 +239,21 @@ def test_a_task_that_fails_for_good_leaves_its_failure_note(sqlite_workspace: Wo
     assert row.comment_id is None  # no pull request to write it on
 
 
+def test_a_failure_note_says_so_when_a_retry_succeeds(sqlite_workspace: Workspace) -> None:
+    ws = sqlite_workspace
+    flaky = {"id": "t", "title": "flaky", "max_attempts": 1, "sim": sim(fail_attempts=1)}
+    ws.submit(job_toml("doom", [flaky], troubleshoot=False))
+    run_until_idle(ws.engine())
+    assert "failed for good" in notes(ws)["failure:doom/t"].body
+    retried = ws.cli("retry", "doom/t")
+    assert retried.returncode == 0, retried.stderr
+    assert run_until_idle(ws.engine()) is True
+    row = notes(ws)["failure:doom/t"]
+    assert row.body.startswith("### relay: `doom/t` succeeded after all")
+    assert "it succeeded on attempt 2" in row.body
+    assert "doom/t` succeeded after all" in ws.cli("status", "doom").stdout
+
+
 def test_an_engine_retries_a_write_whose_answer_was_lost_without_posting_twice(
     sqlite_workspace: Workspace, repos: Repos, github: Path
 ) -> None:
