@@ -302,8 +302,10 @@ def test_an_agent_fenced_while_its_task_is_still_ours_goes_back_to_the_queue(
 ) -> None:
     """An engine that did not renew in time (here: it did not tick) finds its agent stopped
     at the deadline: the task goes back to the queue with the attempt refunded, the run is
-    recorded as released and says why -- never a failure of the task's."""
-    workspace.configure(lease=2.0, heartbeat=0.25, tick=0.05, grace=0.5)
+    recorded as released and says why -- never a failure of the task's. The lease leaves
+    1.5 s past the agent's deadline: the engine dispatches only within a lease of its last
+    good tick, and a loaded box once took 2 s from the engine's start to its second tick."""
+    workspace.configure(lease=3.0, heartbeat=0.75, tick=0.05, grace=0.5)
     submit_long_task(workspace, tmp_path / "runs.log")
     engine = workspace.engine()
     engine.register()

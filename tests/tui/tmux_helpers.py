@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,12 @@ def relay_tui(*args: str) -> list[str]:
 
 
 def crash_files(*directories: Path) -> list[Path]:
+    """Crash reports anywhere below: a workspace's ``.relay/logs`` or the temp directory.
+    ``os.walk`` skips folders that vanish as it walks (the live demo's git repositories
+    change under it), where ``Path.rglob`` raises."""
     found: list[Path] = []
     for directory in directories:
-        if directory.exists():
-            found += sorted(directory.rglob("relay-tui-crash-*.txt"))
-    return found
+        for folder, subfolders, files in os.walk(directory):
+            subfolders[:] = [name for name in subfolders if not name.endswith(".git")]
+            found += [Path(folder) / f for f in files if fnmatch(f, "relay-tui-crash-*.txt")]
+    return sorted(found)
