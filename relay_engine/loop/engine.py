@@ -299,7 +299,6 @@ class Engine:
             self.health.failed(condition, error, self.clock())
             return True
         self.ticks.append((time.time(), (time.perf_counter() - began) * 1000))
-        self._last_db_ok = self.clock()
         self.health.succeeded(self._last_db_ok)
         if changed:
             self._publish()
@@ -336,6 +335,7 @@ class Engine:
         ):
             changed |= self.starter.dispatch(now)
         self.reaper.save_output(now)
+        self._last_db_ok = self.clock()  # here, not in the caller: a tick() alone counts too
         return changed
 
     def _fleet_chores(self, now: float) -> bool:

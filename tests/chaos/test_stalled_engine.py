@@ -304,7 +304,7 @@ def test_an_agent_fenced_while_its_task_is_still_ours_goes_back_to_the_queue(
     at the deadline: the task goes back to the queue with the attempt refunded, the run is
     recorded as released and says why -- never a failure of the task's. The lease leaves
     1.5 s past the agent's deadline: the engine dispatches only within a lease of its last
-    good tick, and a loaded box once took 2 s from the engine's start to its second tick."""
+    good tick, and a loaded box once took 2 s between the two ticks."""
     workspace.configure(lease=3.0, heartbeat=0.75, tick=0.05, grace=0.5)
     submit_long_task(workspace, tmp_path / "runs.log")
     engine = workspace.engine()
