@@ -147,6 +147,15 @@ def failure_key(task_key: str) -> str:
     return f"failure:{task_key}"
 
 
+def retrying_note(job_id: str, task_key: str, title: str, attempt: int, when: str) -> Note:
+    """The same note while the operator's retry runs: the comment no longer reads as the
+    task's last word (it is edited again when the retry ends)."""
+    lines = [f"### relay: `{task_key}` is being retried", ""]
+    lines.append(f"{title} had failed for good; retried at {when}, attempt {attempt} runs now.")
+    lines += ["", "This comment says how it ends."]
+    return Note(job_id, failure_key(task_key), "failure", "\n".join(lines))
+
+
 def recovered_note(job_id: str, task_key: str, title: str, attempt: int) -> Note:
     """The same note once the task ran again and succeeded: the comment that said it had
     failed for good is edited to say so, rather than left standing on the pull request."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, col, or_, select, update
 
+from relay_engine.contracts.time_format import format_time
 from relay_engine.core.writeback import (
     LineComment,
     Note,
@@ -21,6 +22,7 @@ from relay_engine.core.writeback import (
     failure_key,
     needs_write,
     recovered_note,
+    retrying_note,
 )
 from relay_engine.store.db import Store
 from relay_engine.store.schema import PullNote, Task
@@ -49,6 +51,14 @@ def note_recovery(session: Session, task: Task, now: float) -> None:
     failure note exists), that note now says it succeeded."""
     if session.get(PullNote, (task.job_id, failure_key(task.key))) is not None:
         note = recovered_note(task.job_id, task.key, task.title, task.attempt)
+        record_note(session, note, now)
+
+
+def note_retry(session: Session, task: Task, now: float) -> None:
+    """An operator ran again a task that had failed for good: its failure note says so."""
+    if session.get(PullNote, (task.job_id, failure_key(task.key))) is not None:
+        when = format_time(now)
+        note = retrying_note(task.job_id, task.key, task.title, task.attempt + 1, when)
         record_note(session, note, now)
 
 

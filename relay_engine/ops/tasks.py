@@ -19,6 +19,7 @@ from relay_engine.core.states import (
     JobState,
     TaskState,
 )
+from relay_engine.ops.notes import note_retry
 from relay_engine.ops.refusals import Refused
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
@@ -115,6 +116,7 @@ def retry_task(session: Session, task: Task, now: float, *, why: str = "by opera
         states.get(dep) in DONE_TASK_STATES for dep in task.dependencies
     )
     max_attempts = max(task.max_attempts, task.attempt + 1)
+    note_retry(session, task, now)
     move_task(
         session,
         task,

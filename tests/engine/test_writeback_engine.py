@@ -247,6 +247,8 @@ def test_a_failure_note_says_so_when_a_retry_succeeds(sqlite_workspace: Workspac
     assert "failed for good" in notes(ws)["failure:doom/t"].body
     retried = ws.cli("retry", "doom/t")
     assert retried.returncode == 0, retried.stderr
+    running = notes(ws)["failure:doom/t"].body
+    assert running.startswith("### relay: `doom/t` is being retried") and "attempt 2" in running
     assert run_until_idle(ws.engine()) is True
     row = notes(ws)["failure:doom/t"]
     assert row.body.startswith("### relay: `doom/t` succeeded after all")
