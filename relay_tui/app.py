@@ -152,10 +152,15 @@ class RelayApp(
         return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
 
     def action_command_palette(self) -> None:
-        """Textual's palette with page moves that cannot crash (see :class:`SafePalette`)."""
-        # textual types is_open(app: App[object]), but App is invariant: no App[None] fits
-        if self.use_command_palette and not SafePalette.is_open(self):  # type: ignore[arg-type]
-            self.push_screen(SafePalette(id="--command-palette"))
+        """Textual's palette with page moves that cannot crash (see :class:`SafePalette`).
+
+        One palette in the stack at a time, and without Textual's fixed id: a palette still
+        being removed, or under another screen, is not the current screen, and a second
+        one with that id ended the console (``DuplicateIds``, found by a tmux key burst)."""
+        if self.use_command_palette and not any(
+            isinstance(screen, SafePalette) for screen in self.screen_stack
+        ):
+            self.push_screen(SafePalette())
 
     def search_themes(self) -> None:
         """The palette's "Theme" command opens a palette of its own: the safe kind too."""

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 from console_helpers import attached_app, run_async, type_keys, wait_loaded
+from textual.screen import Screen
 
+from relay_tui.actions.palette import SafePalette
 from relay_tui.demo.sample import write_sample
 
 
@@ -23,7 +25,7 @@ async def test_a_page_move_typed_in_one_burst_with_the_search_does_not_crash(
         await type_keys(pilot, "ctrl+p", "e", "c", "pagedown", "z", "z", "pagedown", gap=0)
         await pilot.pause(0.5)
         assert app._exception is None
-        assert app.screen.id == "--command-palette"
+        assert isinstance(app.screen, SafePalette)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -64,3 +66,28 @@ async def test_the_theme_palette_and_two_enters_in_a_burst_do_not_crash(tmp_path
         await pilot.pause(0.6)
         assert app._exception is None and len(app.screen_stack) >= 1
         assert app.screen_stack[0] is app.main_screen
+
+
+@run_async
+async def test_ctrl_p_with_a_palette_still_attached_does_not_crash(tmp_path: Path) -> None:
+    """A tmux burst (seed 49119) ended the console with ``DuplicateIds``: ctrl+p came while
+    a palette was attached but not the current screen, so a second one with its id was
+    pushed. Here a screen covers the open palette, as one being removed is not current
+    either."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot)
+        await type_keys(pilot, "ctrl+p")
+        await pilot.pause(0.2)
+        palette = app.screen
+        await app.push_screen(Screen())
+        await type_keys(pilot, "ctrl+p", "ctrl+p")
+        await pilot.pause(0.3)
+        assert app._exception is None and app.return_code is None
+        app.pop_screen()
+        await pilot.pause(0.2)
+        assert app.screen is palette
+        for _ in range(6):  # closed and reopened in bursts
+            await type_keys(pilot, "escape", "ctrl+p", "y", "escape", "ctrl+p", gap=0)
+        await pilot.pause(0.5)
+        assert app._exception is None and app.return_code is None
