@@ -47,18 +47,21 @@ def record_note(session: Session, note: Note, now: float) -> None:
 
 
 def note_recovery(session: Session, task: Task, now: float) -> None:
-    """A task that succeeded on a later attempt: if it had failed for good before (its
-    failure note exists), that note now says it succeeded."""
-    if session.get(PullNote, (task.job_id, failure_key(task.key))) is not None:
-        note = recovered_note(task.job_id, task.key, task.title, task.attempt)
-        record_note(session, note, now)
+    """A task that succeeded on a later attempt: its failure note now says it succeeded."""
+    _edit_failure_note(
+        session, task, recovered_note(task.job_id, task.key, task.title, task.attempt), now
+    )
 
 
 def note_retry(session: Session, task: Task, now: float) -> None:
     """An operator ran again a task that had failed for good: its failure note says so."""
+    note = retrying_note(task.job_id, task.key, task.title, task.attempt + 1, format_time(now))
+    _edit_failure_note(session, task, note, now)
+
+
+def _edit_failure_note(session: Session, task: Task, note: Note, now: float) -> None:
+    """Replace the task's failure note, only where it failed for good (the note exists)."""
     if session.get(PullNote, (task.job_id, failure_key(task.key))) is not None:
-        when = format_time(now)
-        note = retrying_note(task.job_id, task.key, task.title, task.attempt + 1, when)
         record_note(session, note, now)
 
 

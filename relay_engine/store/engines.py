@@ -69,7 +69,8 @@ class EngineRow:
 
 
 def live_engine_ids(session: Session, now: float, lease_seconds: float) -> list[str]:
-    """Engines neither stopped nor silent for a lease: the ones that take turns."""
+    """Engines neither stopped nor silent for a lease (:func:`why_gone` in SQL): the ones
+    that take turns."""
     query = select(EngineRecord.id).where(
         col(EngineRecord.stopped_at).is_(None), EngineRecord.heartbeat_at >= now - lease_seconds
     )
