@@ -31,14 +31,14 @@ def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", nargs="?", choices=sorted(ACTIONS), help="change one template")
     parser.add_argument("template", nargs="?", help="the scheduled job's id")
     parser.add_argument("--json", action="store_true")
-    parser.set_defaults(func=_run, parser=parser)
+    parser.set_defaults(func=lambda args: _run(args, parser))
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.action is None:
         return cmd_schedules(args, open_store(args, readonly=True))
     if args.template is None:
-        args.parser.error(f"relay schedules {args.action} needs the scheduled job's id")
+        parser.error(f"relay schedules {args.action} needs the scheduled job's id")
     said = ACTIONS[args.action](open_store(args), args.template, time.time())
     console.print(said, markup=False, highlight=False)
     return 0
