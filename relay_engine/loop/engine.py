@@ -168,8 +168,9 @@ class Engine:
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
+                before = self._last_event_id() if until_idle else 0
                 changed = self._safe_tick(full=full)
-                if until_idle and self.did_chores and not changed and self.is_idle(waits):
+                if until_idle and self.did_chores and not changed and self.is_idle(waits, before):
                     self._settle_all_jobs()
                     break
                 self._wake.wait(self.config.engine.tick_seconds)
@@ -189,8 +190,7 @@ class Engine:
             self._watch_config()
             self.notifier.start()
         if not self._joined:
-            with self.store.read() as session:
-                self._events_seen = int(session.exec(select(func.max(Event.id))).one() or 0)
+            self._events_seen = self._last_event_id()
             self._sync_agents()
             self._settle_all_jobs()
             self._joined = True
@@ -360,11 +360,22 @@ class Engine:
         with self.store.read() as session:
             return gated_keys(session)
 
-    def is_idle(self, waits: IdleWaits = "timed") -> bool:
+    def _last_event_id(self) -> int:
+        with self.store.read() as session:
+            return int(session.exec(select(func.max(Event.id))).one() or 0)
+
+    def is_idle(self, waits: IdleWaits = "timed", quiet_since: int | None = None) -> bool:
         """Nothing runs, is queued or being planned (see :meth:`run` for ``waits``). A task
         parked with no time to wake waits on an operator (an agent to log in, a CLI to
-        install): nothing this engine does will move it, so only ``"all"`` counts it."""
+        install): nothing this engine does will move it, so only ``"all"`` counts it.
+
+        ``quiet_since``: the change feed's last event before the tick that found nothing to
+        do. A change recorded since (an operator's approval landing between the tick's
+        promotion of ready drafts and this check) may have made work the tick did not see,
+        so the engine is not idle until a tick has looked again."""
         if self.runtime.held():
+            return False
+        if quiet_since is not None and self._last_event_id() > quiet_since:
             return False
         active = [TaskState.QUEUED, TaskState.RUNNING]
         with self.store.read() as session:

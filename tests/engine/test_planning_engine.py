@@ -34,8 +34,9 @@ from helpers import (
 )
 from sqlmodel import select
 
+from relay_engine.ops import commands
 from relay_engine.ops.commands import ApproveWave, InstallPlan, Replan
-from relay_engine.store.schema import Command, Execution, Job, Plan
+from relay_engine.store.schema import Command, Event, Execution, Job, Plan
 
 
 def planned_job(
@@ -533,3 +534,34 @@ def test_replanning_a_manual_job_hands_it_to_the_planner_which_can_rerun_superse
     prompt = prompt_of(planner_runs(store, first.id)[0])
     assert "A job written by hand" in prompt
     assert "Finish the job “Handmade”" in prompt
+
+
+def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
+    workspace: Workspace,
+) -> None:
+    """`relay approve` applies its command itself: it can land after a tick promoted what was
+    ready (wave 2 still held) and before the idle check, which then finds no wait left and
+    nothing queued. The run must look again, not exit with wave 2 never started."""
+    workspace.submit(
+        planned_job(
+            "gate", {"1": plan_of(work("a"), work("b", "a")), "2": DONE}, wave_gate="operator"
+        )
+    )
+    store = workspace.store()
+    engine = workspace.engine()
+    deadline = time.monotonic() + 30
+    while not (task_state(store, "gate/a") == "SUCCEEDED" and engine.is_idle("none")):
+        assert time.monotonic() < deadline, "wave 1 never finished"
+        engine.tick()
+        time.sleep(0.05)
+    with store.read() as session:
+        before = max(e.id or 0 for e in session.exec(select(Event)))
+    engine.tick()  # looks, and finds wave 2 held
+    assert task_state(store, "gate/b") == "DRAFT"
+    commands.enqueue(store, ApproveWave(job="gate"))
+    commands.apply_pending(store, "cli", time.time())  # as `relay approve` does
+    assert engine.is_idle("all")  # nothing queued and no wait left: what a stale look sees
+    assert not engine.is_idle("all", quiet_since=before)
+
+    assert engine.run(until_idle=True, waits="all") is True
+    assert task_state(store, "gate/b") == "SUCCEEDED"
