@@ -150,7 +150,9 @@ def _memory_server(directory: Path, request: LaunchRequest) -> McpServer:
     args += ("--notes", str(notes), "--added", str(added), "--task", request.task_key)
     config_file = directory / MCP_CONFIG_FILE
     server = McpServer(SERVER_NAME, sys.executable, args, config_file)
-    entry = {"type": "stdio", "command": server.command, "args": list(args)}
+    # alwaysLoad: claude connects --mcp-config servers in the background and would start its
+    # first turn (where the prompt says to search the memory) before relay's tools are there.
+    entry = {"type": "stdio", "command": server.command, "args": list(args), "alwaysLoad": True}
     write_artifact_json(directory, MCP_CONFIG_FILE, {"mcpServers": {SERVER_NAME: entry}})
     return server
 

@@ -55,6 +55,8 @@ def launch_files(ws: Workspace, tmp_path: Path) -> tuple[dict[str, Any], Path]:
     assert spec.argv[spec.argv.index("--mcp-config") + 1] == str(
         spec.artifact_dir / MCP_CONFIG_FILE
     )
+    # claude waits for an alwaysLoad server before its first turn (where the memory matters)
+    assert config["mcpServers"]["relay_memory"]["alwaysLoad"] is True
     return config["mcpServers"]["relay_memory"], spec.artifact_dir
 
 

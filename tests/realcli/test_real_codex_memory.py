@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 def test_real_codex_starts_relays_memory_server_and_tells_the_model_of_it(
     cli_bin: Path, model_stub: ModelStub, tmp_path: Path
 ) -> None:
-    # One tool call first: codex starts MCP servers while the first request is out.
+    # relay marks its server required: codex waits for it before the first turn.
     model_stub.script([call("exec_command", {"cmd": "true"}), say("Done.")])
     repo = init_repo(tmp_path / "repo")
     ws = Workspace(tmp_path / "ws")
@@ -43,4 +43,5 @@ def test_real_codex_starts_relays_memory_server_and_tells_the_model_of_it(
     sent = [json.dumps(r.body) for r in model_stub.main_requests()]
     told = [text for text in sent if "mcp__relay_memory" in text]
     assert told, "codex never named relay's memory server to the model"
+    assert "mcp__relay_memory" in sent[0], "the first turn went out without relay's memory"
     assert json.dumps(INSTRUCTIONS)[1:60] in told[-1]  # the server's own words: it ran

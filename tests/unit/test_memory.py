@@ -100,6 +100,7 @@ def test_codex_gets_the_server_as_config_overrides_that_are_toml(tmp_path: Path)
     assert parsed == {
         "command": "/usr/bin/python3",
         "args": ["-I", "-m", "relay_engine.agents.memory_server", "--notes", "n.json"],
+        "required": True,  # codex waits for a required server before the first turn
     }
     assert argv[-1] == "Fix the parser"
 

@@ -81,6 +81,8 @@ def mcp_overrides(server: McpServer) -> list[str]:
         f"{key}.command={json.dumps(server.command)}",
         "-c",
         f"{key}.args={json.dumps(list(server.args))}",
+        "-c",
+        f"{key}.required=true",
     ]
 
 
