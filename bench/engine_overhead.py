@@ -68,7 +68,8 @@ def write_workspace(
     sim = {"id": "sim", "provider": "sim", "roles": ["implementer"]}
     config = {
         "engine": {"max_concurrent_agents": capacity, "tick_seconds": tick},
-        "agents": [{**sim, "sandbox": "bwrap"} if sandbox else sim],
+        # Explicit: an agent's default is bwrap wherever it works, and the bare loop has none.
+        "agents": [{**sim, "sandbox": "bwrap" if sandbox else "none"}],
     }
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
     job = {
@@ -238,7 +239,8 @@ def true_tasks(root: Path, tasks: int, tick: float) -> None:
     assert not any(codes)
     workspace = root / "true-ws"
     workspace.mkdir()
-    agent = {"id": "true", "provider": "command", "command": [true], "roles": ["implementer"]}
+    agent = {"id": "true", "provider": "command", "command": [true], "roles": ["implementer"],
+             "sandbox": "none"}  # the bare loop runs no sandbox either  # fmt: skip
     config = {"engine": {"max_concurrent_agents": 8, "tick_seconds": tick}, "agents": [agent]}
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
     job = {"job": {"id": "true"}, "tasks": [{"id": f"t{i:04d}"} for i in range(tasks)]}
