@@ -22,6 +22,8 @@ BURST_SECONDS = 2.0
 """Events of one kind and job this close to the first of a run are one burst."""
 KIND_WIDTH = 18
 NAMES_SHOWN = 6
+KEPT_PER_BURST = 100
+"""Events a burst keeps (for its preview and search); the rest are only counted."""
 LEVELS = ("info", "warning", "error")
 LEVEL_FILTERS = ("all", "warning", "error")
 """What ``l`` cycles through: every event, warnings and errors, errors only."""
@@ -32,8 +34,16 @@ class EventEntry:
     """One line of the event list: one event, or a burst of one kind in one job."""
 
     events: tuple[EventView, ...]
+    """The first :data:`KEPT_PER_BURST` events of the burst: a burst of 50,000 kept every
+    one, each line of the list holding the events it stood for."""
     cause: EventView | None = None
     """The event just before a burst, at the same instant (the cancel that blocked them)."""
+    count: int = 1
+    """Events in the burst, kept or not: what its line counts."""
+    level: str = "info"
+    """The worst level among all of them, kept or not."""
+    newest: EventView | None = None
+    """The burst's latest event (kept or not): the next one must be about another task."""
 
     @property
     def key(self) -> str:
@@ -42,10 +52,6 @@ class EventEntry:
     @property
     def first(self) -> EventView:
         return self.events[0]
-
-    @property
-    def level(self) -> str:
-        return max((e.level for e in self.events), key=level_rank)
 
     @property
     def job_id(self) -> str | None:
@@ -59,15 +65,25 @@ class EventEntry:
 
     def joins(self, event: EventView) -> bool:
         """Whether ``event`` belongs to this burst: same kind and job, tasks, one instant."""
-        first = self.first
+        first, newest = self.first, self.newest or self.events[-1]
         return (
             event.kind == first.kind
             and event.job_id == first.job_id
             and event.task_key is not None
             and first.task_key is not None
-            and event.task_key != self.events[-1].task_key
+            and event.task_key != newest.task_key
             and abs(event.at - first.at) <= BURST_SECONDS
         )
+
+    def grown(self, event: EventView, cause: EventView | None) -> EventEntry:
+        """The burst with ``event`` in it: counted always, kept while there is room."""
+        kept = self.events if len(self.events) >= KEPT_PER_BURST else (*self.events, event)
+        level = max(self.level, event.level, key=level_rank)
+        return EventEntry(kept, cause, self.count + 1, level, event)
+
+
+def single(event: EventView) -> EventEntry:
+    return EventEntry((event,), level=event.level, newest=event)
 
 
 def level_rank(level: str) -> int:
@@ -88,20 +104,20 @@ def coalesce(
     current, previous = last, before_last
     for event in events:
         if current is not None and current.joins(event):
-            cause = current.cause if len(current.events) > 1 else _cause(previous, current)
-            current = EventEntry((*current.events, event), cause)
+            cause = current.cause if current.count > 1 else _cause(previous, current)
+            current = current.grown(event, cause)
             if entries:
                 entries[-1] = current
             else:
                 replaced = current
             continue
-        previous, current = current, EventEntry((event,))
+        previous, current = current, single(event)
         entries.append(current)
     return replaced, entries
 
 
 def _cause(previous: EventEntry | None, burst: EventEntry) -> EventView | None:
-    if previous is None or len(previous.events) != 1:
+    if previous is None or previous.count != 1:
         return None
     event = previous.first
     close = abs(event.at - burst.first.at) <= BURST_SECONDS
@@ -132,11 +148,11 @@ def entry_text(
 
 
 def burst_message(entry: EventEntry) -> str:
-    if len(entry.events) == 1:
+    if entry.count == 1:
         return entry.first.message
     verb = entry.first.kind.rpartition(".")[2].replace("_", " ")
-    names = task_names(entry.events)
-    text = f"{len(entry.events)} tasks {verb}: {names}"
+    names = task_names(entry.events, entry.count)
+    text = f"{entry.count} tasks {verb}: {names}"
     cause = entry.cause
     if cause is not None:
         what = cause.task_key or cause.job_id or ""
@@ -146,7 +162,9 @@ def burst_message(entry: EventEntry) -> str:
     return text
 
 
-def task_names(events: Sequence[EventView]) -> str:
+def task_names(events: Sequence[EventView], total: int | None = None) -> str:
+    """The first few task names, and how many more (``total`` counts the unkept too)."""
     names = [(e.task_key or "").partition("/")[2] or (e.task_key or "?") for e in events]
+    more = (len(names) if total is None else total) - NAMES_SHOWN
     shown = ", ".join(names[:NAMES_SHOWN])
-    return shown + (f", … (+{len(names) - NAMES_SHOWN})" if len(names) > NAMES_SHOWN else "")
+    return shown + (f", … (+{more})" if more > 0 else "")

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Input, OptionList, Static
 
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.messages import CursorMoved, FiltersChanged
+from relay_tui.render.events import EventEntry
 from relay_tui.widgets.events import EventList
 from relay_tui.widgets.jobs import VIEWS, JobsTable
 from relay_tui.widgets.keybar import KeyBar
@@ -445,14 +446,13 @@ class MainScreen(Screen[None]):
         self.close_filter(clear=False)
 
 
-def event_preview(entry: object) -> str:
-    """The whole burst: every task it names (the line names a few)."""
-    events = getattr(entry, "events", ())
-    if not events:
-        return ""
-    if len(events) == 1:
+def event_preview(entry: EventEntry) -> str:
+    """The whole burst: every task it keeps (the line names a few), and how many more."""
+    events = entry.events
+    if entry.count == 1:
         event = events[0]
         where = event.task_key or event.job_id or ""
         return f"{where}: {event.message}" + ("  (enter opens it)" if where else "")
     keys = ", ".join(e.task_key or "?" for e in events)
-    return f"{len(events)} {events[0].kind}: {keys}  (enter opens the job)"
+    more = f", … (+{entry.count - len(events)})" if entry.count > len(events) else ""
+    return f"{entry.count} {events[0].kind}: {keys}{more}  (enter opens the job)"

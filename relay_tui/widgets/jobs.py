@@ -114,6 +114,7 @@ class JobsTable(SortableTable):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.now = 0.0
+        self._latest: tuple[Snapshot, Mapping[str, str]] | None = None
 
     def task_row(self, task: TaskView, snapshot: Snapshot, styles: Mapping[str, str]) -> Row:
         state = task.shown_state
@@ -238,11 +239,12 @@ class JobsTable(SortableTable):
             or not self._order
         )
         self.last_query, self.last_sort, self.last_fold = query, self.current_sort, self.fold_done
+        self._latest = (snapshot, styles)
         if full:
             self.sync(self.build_rows(snapshot, query, styles), keep_order=True)
             return
         self.patch_lazily(
-            (key, partial(self.task_values, snapshot.tasks[key], snapshot, styles))
+            (key, partial(self.latest_values, key))
             for key in snapshot.changed_tasks | frozenset(a.task_key or "" for a in snapshot.asks)
             if key in snapshot.tasks
         )
@@ -258,10 +260,13 @@ class JobsTable(SortableTable):
         )
         self.patch(self.wave_row(wave) for wave in snapshot.waves)
 
-    def task_values(
-        self, task: TaskView, snapshot: Snapshot, styles: Mapping[str, str]
-    ) -> Sequence[Any]:
-        return self.task_row(task, snapshot, styles)[1]
+    def latest_values(self, key: str) -> Sequence[Any] | None:
+        """A row patched out of view, as the newest snapshot has it: a maker holding the
+        snapshot of its own change kept every such snapshot alive (each with all its tasks
+        and waits) until the row scrolled into view, which at 50,000 tasks was never."""
+        snapshot, styles = self._latest or (None, {})
+        task = snapshot.tasks.get(key) if snapshot else None
+        return self.task_row(task, snapshot, styles)[1] if task and snapshot else None
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         """The whole note of the cursor row: what the Note column had to cut."""

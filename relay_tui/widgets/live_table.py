@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
 Row = tuple[str, Sequence[Any]]
-LazyRow = tuple[str, Callable[[], Sequence[Any]]]
+LazyRow = tuple[str, Callable[[], Sequence[Any] | None]]
 NOTE_CHARS = 200  # a note is one line; the table clips it to its column with an ellipsis
 OFFSCREEN_MARGIN = 4
 BOTTOM_SNAP = 6
@@ -92,7 +92,7 @@ class LiveTable(DataTable[Any]):
         self._cells: dict[str, tuple[Any, ...]] = {}
         self._shown: dict[str, tuple[Any, ...]] = {}
         self._stale: set[str] = set()
-        self._pending: dict[str, Callable[[], Sequence[Any]]] = {}
+        self._pending: dict[str, Callable[[], Sequence[Any] | None]] = {}
         self._order: list[str] = []
         self.rebuilds = 0
         self._dirty_rows: set[RowKey] = set()
@@ -304,9 +304,15 @@ class LiveTable(DataTable[Any]):
             if row_key not in self._cells:
                 continue
             if self._visible(row_key, window):
-                self.patch([(row_key, make())], window)
+                self.patch(self._made(row_key, make), window)
             else:
                 self._pending[row_key] = make
+
+    def _made(self, row_key: str, make: Callable[[], Sequence[Any] | None]) -> list[Row]:
+        """The row ``make`` gives, if any: a row gone from the data since gives none."""
+        self._pending.pop(row_key, None)
+        values = make()
+        return [] if values is None else [(row_key, values)]
 
     def patch(self, rows: Iterable[Row], window: tuple[int, int] | None = None) -> int:
         """Update rows that exist; visible ones now, others when they scroll into view.
@@ -334,7 +340,7 @@ class LiveTable(DataTable[Any]):
         """Write the rows that were patched off-screen and are now in view."""
         window = self._window()
         for key in [k for k in self._pending if self._visible(k, window)]:
-            self.patch([(key, self._pending.pop(key)())], window)
+            self.patch(self._made(key, self._pending[key]), window)
         for key in [k for k in self._stale if self._visible(k, window)]:
             self._write(key)
 
