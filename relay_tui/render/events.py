@@ -36,14 +36,14 @@ class EventEntry:
     events: tuple[EventView, ...]
     """The first :data:`KEPT_PER_BURST` events of the burst: a burst of 50,000 kept every
     one, each line of the list holding the events it stood for."""
+    count: int
+    """Events in the burst, kept or not: what its line counts."""
+    level: str
+    """The worst level among all of them, kept or not."""
+    newest: EventView
+    """The burst's latest event (kept or not): the next one must be about another task."""
     cause: EventView | None = None
     """The event just before a burst, at the same instant (the cancel that blocked them)."""
-    count: int = 1
-    """Events in the burst, kept or not: what its line counts."""
-    level: str = "info"
-    """The worst level among all of them, kept or not."""
-    newest: EventView | None = None
-    """The burst's latest event (kept or not): the next one must be about another task."""
 
     @property
     def key(self) -> str:
@@ -65,13 +65,13 @@ class EventEntry:
 
     def joins(self, event: EventView) -> bool:
         """Whether ``event`` belongs to this burst: same kind and job, tasks, one instant."""
-        first, newest = self.first, self.newest or self.events[-1]
+        first = self.first
         return (
             event.kind == first.kind
             and event.job_id == first.job_id
             and event.task_key is not None
             and first.task_key is not None
-            and event.task_key != newest.task_key
+            and event.task_key != self.newest.task_key
             and abs(event.at - first.at) <= BURST_SECONDS
         )
 
@@ -79,11 +79,11 @@ class EventEntry:
         """The burst with ``event`` in it: counted always, kept while there is room."""
         kept = self.events if len(self.events) >= KEPT_PER_BURST else (*self.events, event)
         level = max(self.level, event.level, key=level_rank)
-        return EventEntry(kept, cause, self.count + 1, level, event)
+        return EventEntry(kept, self.count + 1, level, event, cause)
 
 
 def single(event: EventView) -> EventEntry:
-    return EventEntry((event,), level=event.level, newest=event)
+    return EventEntry((event,), 1, event.level, event)
 
 
 def level_rank(level: str) -> int:

@@ -264,9 +264,11 @@ class JobsTable(SortableTable):
         """A row patched out of view, as the newest snapshot has it: a maker holding the
         snapshot of its own change kept every such snapshot alive (each with all its tasks
         and waits) until the row scrolled into view, which at 50,000 tasks was never."""
-        snapshot, styles = self._latest or (None, {})
-        task = snapshot.tasks.get(key) if snapshot else None
-        return self.task_row(task, snapshot, styles)[1] if task and snapshot else None
+        if self._latest is None:
+            return None
+        snapshot, styles = self._latest
+        task = snapshot.tasks.get(key)
+        return self.task_row(task, snapshot, styles)[1] if task else None
 
     def preview(self, key: str | None, snapshot: Snapshot) -> str:
         """The whole note of the cursor row: what the Note column had to cut."""
