@@ -45,6 +45,10 @@ class FleetCaps:
             },
         )
 
+    def any(self) -> bool:
+        """Whether a cap is set: then the fleet's claims count, not only this engine's."""
+        return self.max_running is not None or bool(self.agents) or bool(self.providers)
+
     def lock_names(self, picks: Iterable[tuple[str, str]]) -> list[str]:
         """The fleet-wide counts a claim of these (agent, provider) picks must hold still,
         sorted so that engines always take them in the same order."""

@@ -47,6 +47,8 @@ class QueueView:
     pins: dict[tuple[str, str, str], str]
     free: int = 0  # agents this engine may start now
     lock_dirs: dict[str, str | None] = field(default_factory=dict)  # job -> shared directory
+    mine: Counter[str] = field(default_factory=Counter)  # this engine's claims, by agent
+    owned: int = 0  # this engine's claims (every claim's, without an engine id)
 
 
 def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> TaskFacts:
@@ -112,6 +114,7 @@ class QueueKept:
     jobs: dict[str, Job] = field(default_factory=dict)
     pins: dict[str, dict[tuple[str, str, str], str]] = field(default_factory=dict)
     resumed: bool | None = None  # None: not looked at yet
+    scoped: bool = False  # the queue held scoped work: read the fleet's claims with it
 
 
 def read_queue(
@@ -122,6 +125,7 @@ def read_queue(
     max_running: int | None = None,
     exclude: frozenset[str] = frozenset(),
     kept: QueueKept | None = None,
+    own: Counter[str] | None = None,
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
@@ -131,12 +135,37 @@ def read_queue(
     the cost of a dispatch does not grow with the length of the queue. ``exclude`` are
     tasks a claim of this tick passed over (another session holds their rows): the next
     candidates are read in their place.
+
+    ``own`` is this engine's claims by agent, when the caller counts them itself and no
+    fleet-wide cap needs the other engines' (only this engine claims against its slots).
+    Then the fleet's claims are read only for a queue that holds scoped work, which must
+    skip what the fleet holds: read every round by every engine, they were the statement
+    a fleet sent most.
     """
+    kept = kept if kept is not None else QueueKept()
+    if own is not None and max_running is None and not kept.scoped:
+        free = free_slots(capacity, sum(own.values()), 0, None)
+        queued = _top_of_queue(session, [], free, exclude, kept) if free > 0 else []
+        view = _view(session, queued, [], free, kept, (own, sum(own.values())))
+        kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
+        if not kept.scoped:
+            return view
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
-    kept = kept if kept is not None else QueueKept()
     queued = _top_of_queue(session, running, free, exclude, kept) if free > 0 else []
+    return _view(session, queued, running, free, kept, (running_by_agent(running, engine_id), mine))
+
+
+def _view(
+    session: Session,
+    queued: list[Any],
+    running: list[Any],
+    free: int,
+    kept: QueueKept,
+    mine: tuple[Counter[str], int],
+) -> QueueView:
+    """The view of these rows, with their jobs and pins (read once, then kept)."""
     job_ids = sorted({t.job_id for t in queued})
     missing = [job_id for job_id in job_ids if job_id not in kept.jobs]
     if missing:
@@ -150,7 +179,9 @@ def read_queue(
     jobs = {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
     pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
-    return QueueView(queued, running, jobs, pins, free=free, lock_dirs=lock_dirs)
+    return QueueView(
+        queued, running, jobs, pins, free=free, lock_dirs=lock_dirs, mine=mine[0], owned=mine[1]
+    )
 
 
 def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
@@ -291,7 +322,7 @@ def _fleet_for(
 ) -> _Fleet:
     """The fleet's claims as this claim counts them: read again only when caps or scopes
     need them, or the caller does not know this engine's own count."""
-    if scoped or caps.max_running is not None or caps.agents or caps.providers or mine is None:
+    if scoped or caps.any() or mine is None:
         return _Fleet.read(session, engine_id)
     return _Fleet(mine, FleetCounts(), set())
 
@@ -544,7 +575,7 @@ def count_assignment(session: Session, claim: Claim, now: float) -> None:
     )
 
 
-def running_by_agent(running: Sequence[Task], engine_id: str) -> Counter[str]:
+def running_by_agent(running: Sequence[Task], engine_id: str | None) -> Counter[str]:
     """Agents' claimed tasks on this engine, from the claimed tasks dispatch already read."""
     return Counter(t.agent for t in running if t.agent and t.lease_owner == engine_id)
 

@@ -9,6 +9,7 @@ the steps stay readable on their own and nothing imports the engine back.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -101,8 +102,13 @@ class EngineRuntime:
     def own_claims(self) -> int:
         """Task executions this engine holds (planners do not take a slot): only this engine
         claims against its slots, so when these fill them there is nothing to dispatch."""
-        live = sum(1 for lv in self.live.values() if lv.plan_id is None)
-        return live + sum(1 for ex in self.exited.values() if ex.live.plan_id is None)
+        return sum(self.own_claims_by_agent().values())
+
+    def own_claims_by_agent(self) -> Counter[str]:
+        """:meth:`own_claims` by agent: running, or exited and not yet written (their tasks'
+        claims stand until then), as the database would count this engine's."""
+        held = [*self.live.values(), *(ex.live for ex in self.exited.values())]
+        return Counter(live.agent_id for live in held if live.plan_id is None)
 
     def held(self) -> frozenset[str]:
         """Executions this engine still answers for: running, or exited but not yet written.

@@ -7,6 +7,7 @@ this module turns a tick's claims into running processes and records them.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -150,6 +151,7 @@ class Starter:
         """One read of the queue and one claim batch; None when nothing could start."""
         config, engine_id = self.runtime.config, self.runtime.engine_id
         kept = self._kept_now()
+        caps = FleetCaps.from_config(config)
         with self.runtime.store.read() as session:
             view = dispatch.read_queue(
                 session,
@@ -158,10 +160,11 @@ class Starter:
                 max_running=config.cluster.max_running,
                 exclude=frozenset(passed_over),
                 kept=kept[0],
+                own=None if caps.any() else self.runtime.own_claims_by_agent(),
             )
             if not view.queued or view.free <= 0:
                 return None
-            running = dispatch.running_by_agent(view.running, engine_id)
+            running = Counter(view.mine)
             fleet = dispatch.fleet_counts(view.running)
             spent = spend.job_holds(session, view.jobs.values())
             if kept[1] is None:
@@ -170,7 +173,6 @@ class Starter:
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        caps = FleetCaps.from_config(config)
         for task in dispatch.choose(view):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
@@ -191,8 +193,8 @@ class Starter:
             for j in view.jobs.values()
             if j.budget_usd is not None or j.budget_tokens is not None
         }
-        mine = dispatch.owned_by(view.running, engine_id)
-        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, (budgeted, mine))
+        known = (budgeted, view.owned)
+        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known)
         return started or changed
 
     def _start(

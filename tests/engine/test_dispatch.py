@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from helpers import Workspace
 from sqlalchemy import insert
@@ -70,3 +71,39 @@ def test_the_top_of_the_queue_is_read_in_dispatch_order(workspace: Workspace) ->
     assert len(view.queued) < 100  # a page or two, not the whole queue
     chosen = [t.key for t in dispatch.choose(view)]
     assert chosen == ["j/resumed00000", "j/resumed00001", "j/urgent00000", "j/urgent00001"]
+
+
+def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work(
+    workspace: Workspace,
+) -> None:
+    """Without fleet caps, an engine's own count is all its slots need: the claimed tasks
+    are read only once the queue shows a workstream, which must skip what others hold."""
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        session.execute(insert(Task), queued_rows(6, now, priority="P1"))
+    own = Counter({"claude-main": 2})
+    kept = dispatch.QueueKept()
+    with store.read() as session:
+        before = store.stats.statements
+        view = dispatch.read_queue(session, capacity=5, engine_id="e1", own=own, kept=kept)
+        unscoped_reads = store.stats.statements - before
+    assert (view.free, view.owned, view.mine, view.running) == (3, 2, own, [])
+    assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "j/t00001", "j/t00002"]
+    with store.write() as session:
+        session.execute(insert(Task), queued_rows(2, now - 10, prefix="w", workstream="w"))
+        held = session.get(Task, "j/w00000")
+        assert held is not None
+        held.state, held.execution_id, held.lease_owner = "RUNNING", "e-other", "e2"
+        session.add(held)
+    with store.read() as session:
+        view = dispatch.read_queue(session, capacity=5, engine_id="e1", own=own, kept=kept)
+    assert [t.key for t in view.running] == ["j/w00000"]  # another engine's, read for its scope
+    assert kept.scoped  # and the next rounds of this tick read them first
+    assert "j/w00001" not in [t.key for t in dispatch.choose(view)]
+    with store.read() as session:
+        before = store.stats.statements
+        full = dispatch.read_queue(session, capacity=5, engine_id="e1")
+        assert store.stats.statements - before > unscoped_reads  # the fleet's claims, read
+    assert [t.key for t in full.running] == ["j/w00000"]
