@@ -2,7 +2,7 @@
 
 Spawned hundreds of times by tests and demos, so it imports only the standard library and
 nothing else from relay_engine. Behaviour is scripted by the JSON object in RELAY_SIM_SCRIPT:
-duration, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
+duration, durations_by_attempt {"2": 0.5}, lines, exit_code, fail_attempts, output_bytes, binary, spawn_grandchild,
 grandchild_pid_file, spawn_daemon ("group" | "setsid"), daemon_pid_file, ignore_sigterm, result, results_by_attempt, results_by_round,
 rate_limit {message, attempts, exit_code, until_epoch, format}, session_id, format, model, cost_usd,
 write_files {relative path: content} (written into the working directory, as an agent would),
@@ -412,12 +412,15 @@ def spew(sim: Sim, total: int, binary: bool) -> None:
 def work(sim: Sim) -> int:
     script = sim.script
     n = max(0, int(script["lines"]))
-    pause = float(script["duration"]) / max(1, n)
+    duration = float(
+        script.get("durations_by_attempt", {}).get(str(sim.attempt), script["duration"])
+    )
+    pause = duration / max(1, n)
     for i in range(1, n + 1):
         sim.progress(f"working on {sim.task}: step {i}/{n}")
         time.sleep(pause)
     if n == 0:
-        time.sleep(float(script["duration"]))
+        time.sleep(duration)
     if script.get("output_bytes"):
         spew(sim, int(script["output_bytes"]), bool(script.get("binary")))
     result = choose_result(sim)

@@ -153,7 +153,8 @@ def test_a_held_task_is_claimed_by_no_engine_until_it_is_handed_back(
     workspace: Workspace, repo: Path
 ) -> None:
     workspace.configure(agents=[claude_sim()])
-    workspace.submit(job_toml("j", [{"id": "t", "sim": sim(30, lines=30)}], repo=str(repo),
+    held_then_quick = sim(30, lines=30, durations_by_attempt={"2": 10.0})  # time to hear "say"
+    workspace.submit(job_toml("j", [{"id": "t", "sim": held_then_quick}], repo=str(repo),
                               review=False))  # fmt: skip
     store = workspace.store()
     with running_engine(workspace.engine()), running_engine(workspace.engine()):
