@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import union_all
+from sqlalchemy import BindParameter, Executable, bindparam, union_all
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.contracts import troubleshooter
 from relay_engine.contracts.keys import task_key
@@ -78,16 +80,32 @@ def fenced_tasks(
     only the claimed rows are locked, the drafts are read as a plain read would."""
     if not claims:
         return {}
-    locked = select(Task).where(col(Task.key).in_(list(claims))).with_for_update()
     jobs = drafts_to_read(session, drafts_of)
     if not jobs:
-        return {t.key: t for t in session.exec(locked) if t.execution_id == claims[t.key]}
-    held = locked.cte("held")
-    drafts = select(Task).where(col(Task.job_id).in_(jobs), Task.state == TaskState.DRAFT)
-    query = select(Task).from_statement(union_all(select(*held.c), drafts))
-    rows = list(session.execute(query).scalars())
+        locked = session.exec(_locked_tasks(), params={"keys": list(claims)})
+        return {t.key: t for t in locked if t.execution_id == claims[t.key]}
+    params = {"keys": list(claims), "jobs": jobs}
+    rows = list(session.execute(_locked_tasks_and_drafts(), params).scalars())
     hold_drafts(session, jobs, rows)
     return {t.key: t for t in rows if t.key in claims and t.execution_id == claims[t.key]}
+
+
+@cache
+def _locked_tasks() -> SelectOfScalar[Task]:
+    """Built once (``keys`` bound at each run): every exit the engine writes runs it."""
+    keys: BindParameter[list[str]] = bindparam("keys", expanding=True)
+    return select(Task).where(col(Task.key).in_(keys)).with_for_update()
+
+
+@cache
+def _locked_tasks_and_drafts() -> Executable:
+    """:func:`_locked_tasks` and the DRAFT tasks of ``jobs``, in one statement built once:
+    building it per exit (the locked rows' CTE names every column of the table again)
+    cost more than running it."""
+    held = _locked_tasks().cte("held")
+    jobs: BindParameter[list[str]] = bindparam("jobs", expanding=True)
+    drafts = select(Task).where(col(Task.job_id).in_(jobs), Task.state == TaskState.DRAFT)
+    return select(Task).from_statement(union_all(select(*held.c), drafts))
 
 
 def finish_execution_row(
