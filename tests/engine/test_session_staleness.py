@@ -59,7 +59,7 @@ def test_a_failed_attempt_is_retried_in_a_fresh_session_with_its_error(
 
 def test_a_timed_out_attempt_resumes_its_session(workspace: Workspace) -> None:
     ws = workspace.configure(agents=[claude_agent()])
-    task = {"id": "t", "workstream": "core", "max_attempts": 2, "timeout": 1.0}
+    task = {"id": "t", "workstream": "core", "max_attempts": 2, "timeout": 2.0}  # past its start
     task["sim"] = sim(4.0, lines=0, session_id="sess-slow")
     ws.submit(job_toml("j", [task]))
     store = ws.store()

@@ -209,7 +209,7 @@ def _job_with_daemon(workspace: Workspace, mode: str, how: str, sandbox: str) ->
     task: dict[str, object] = {"id": "t", "max_attempts": 1}
     task["sim"] = daemon_script(pid_file, mode, duration)
     if how == "timeout":
-        task["timeout"] = 1.5
+        task["timeout"] = 4  # past the daemon's start: a loaded CI box took over 1.5 s to it
     workspace.submit(job_toml("d", [task]))
     return pid_file
 
