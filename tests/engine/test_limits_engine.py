@@ -29,6 +29,7 @@ from sqlmodel import select
 
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.job_file import load_job_file
+from relay_engine.core.limits import MIN_WAIT_S
 from relay_engine.ops.commands import Pin
 from relay_engine.ops.jobs import submit_job
 from relay_engine.store.schema import Assignment, Command
@@ -108,8 +109,8 @@ def test_limit_parks_the_task_and_the_provider_until_the_reset(
         reset = hit.not_before
         assert hit.waiting_on_provider == provider
         assert hit.attempt == 0  # the limited run is refunded
-        if provider == "claude":
-            assert reset == until
+        if provider == "claude":  # the epoch it stated, unless read too late for it to stand
+            assert reset == until or until < reset <= seen_at + MIN_WAIT_S
         else:
             assert until <= reset <= seen_at + RESET_S + 1
         assert seen_at < reset, "setup too slow: the reset passed before the checks"
