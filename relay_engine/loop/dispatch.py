@@ -144,9 +144,10 @@ def read_queue(
     """
     kept = kept if kept is not None else QueueKept()
     if own is not None and max_running is None and not kept.scoped:
-        free = free_slots(capacity, sum(own.values()), 0, None)
+        owned = sum(own.values())
+        free = free_slots(capacity, owned, 0, None)
         queued = _top_of_queue(session, [], free, exclude, kept) if free > 0 else []
-        view = _view(session, queued, [], free, kept, (own, sum(own.values())))
+        view = _view(session, queued, [], free, kept, own, owned)
         kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
         if not kept.scoped:
             return view
@@ -154,7 +155,7 @@ def read_queue(
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
     queued = _top_of_queue(session, running, free, exclude, kept) if free > 0 else []
-    return _view(session, queued, running, free, kept, (running_by_agent(running, engine_id), mine))
+    return _view(session, queued, running, free, kept, running_by_agent(running, engine_id), mine)
 
 
 def _view(
@@ -163,7 +164,8 @@ def _view(
     running: list[Any],
     free: int,
     kept: QueueKept,
-    mine: tuple[Counter[str], int],
+    mine: Counter[str],
+    owned: int,
 ) -> QueueView:
     """The view of these rows, with their jobs and pins (read once, then kept)."""
     job_ids = sorted({t.job_id for t in queued})
@@ -180,7 +182,7 @@ def _view(
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
     pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
     return QueueView(
-        queued, running, jobs, pins, free=free, lock_dirs=lock_dirs, mine=mine[0], owned=mine[1]
+        queued, running, jobs, pins, free=free, lock_dirs=lock_dirs, mine=mine, owned=owned
     )
 
 
