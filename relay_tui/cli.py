@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from relay_engine.cli.startup import imports_frozen
 from relay_engine.contracts.config import ConfigError
 from relay_engine.core.faults import DatabaseFault
 from relay_engine.store.db import SchemaError
@@ -46,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with imports_frozen():
+        args = build_parser().parse_args(argv)
+        import_module("relay_tui.app")  # Textual and the console's widgets, frozen with the rest
     if args.db and not args.create:
         missing = missing_sqlite_file(args.db)
         if missing is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from importlib import import_module
 
+from relay_engine.cli.startup import imports_frozen
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("run", "write relay.toml and an example job"),
     "submit": ("run", "submit job files"),
@@ -77,8 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from relay_engine.cli.output import run_command  # after parsing: `--help` needs none of it
+    with imports_frozen():
+        args = parse_args(argv)
+        from relay_engine.cli.output import run_command  # after parsing: `--help` needs none
 
     return run_command(args)
 
