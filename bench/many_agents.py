@@ -90,11 +90,14 @@ def col_is_running() -> Any:
 
 
 STATUS_IMPORTS = (
-    "from relay_engine.cli.main import build_parser; "
-    "build_parser('status'); import relay_engine.cli.output"
+    "from relay_engine.cli.startup import imports_frozen\n"
+    "with imports_frozen():\n"
+    "    from relay_engine.cli.main import build_parser; build_parser('status')\n"
+    "    import relay_engine.cli.output"
 )
-"""What ``relay status`` imports before it reads: the parser loads a command's module only
-for the command it runs, so importing ``relay_engine.cli.main`` alone loads almost none."""
+"""What ``relay status`` imports before it reads, frozen as the CLI freezes them: the parser
+loads a command's module only for the command it runs, so importing
+``relay_engine.cli.main`` alone loads almost none."""
 
 
 def status_parts(store: Store) -> tuple[float, float]:

@@ -8,6 +8,7 @@ tables); without CREATEDB rights it falls back to dropping every relay table fir
 from __future__ import annotations
 
 import compileall
+import gc
 import os
 import subprocess
 import uuid
@@ -122,3 +123,11 @@ def read_only_workspace(sqlite_workspace: Workspace, tmp_path: Path) -> Iterator
         yield Workspace(view)
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection imported (Textual, SQLAlchemy, every test module) out of the
+    garbage collector: each full collection of a worker walked all of it again, for every
+    test that follows (:mod:`relay_engine.cli.startup` does the same for relay's CLIs)."""
+    gc.collect()
+    gc.freeze()
