@@ -345,7 +345,7 @@ def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
         )
     for job in report["jobs"]:
         tasks = [t for t in report["tasks"] if t["job_id"] == job["id"]]
-        console.print(_job_table(job, tasks))
+        console.print(_job_table(job, tasks), highlight=False)  # its cells are styled already
         for line in execution_lines(tasks):
             console.print(escape(line), highlight=False, soft_wrap=True)  # whole paths
     if report["asks"]:
@@ -380,16 +380,16 @@ def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
         caption_justify="left",
     )
     for column in ("task", "wave", "state", "attempt", "agent", "note"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("wave", "state", "attempt"))
     if job.get("wait"):
         table.caption = escape("\n".join([*pull_lines(job), job["wait"]["line"]]))
-    for task in tasks:
+    for task in tasks:  # Text cells: an id or agent is never read as markup (and not parsed)
         table.add_row(
-            task["id"],
-            str(task["wave"]),
+            Text(task["id"]),
+            Text(str(task["wave"])),
             Text(task["state"], style=STATE_STYLES.get(task["state"], "")),
-            f"{task['attempt']}/{task['max_attempts']}",
-            task["agent"] or "",
+            Text(f"{task['attempt']}/{task['max_attempts']}"),
+            Text(task["agent"] or ""),
             Text(task_note(task)[:80]),
         )
     return table
