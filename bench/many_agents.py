@@ -8,7 +8,8 @@ runs, for ``--seconds`` it measures:
 
 - the engine's tick median and p95, from the engine's own tick timings (RELAY_STATS_FILE),
   against the same engine's ticks while it had nothing to run (the same run, before the job);
-- ``relay status`` latency (the CLI, whole process, median of 5);
+- ``relay status`` latency (the CLI, whole process, median of 5), against the same command
+  on an empty workspace in the same run (the floor a noisy box moves with it);
 - memory per running agent's supervisor: PSS (proportional set size, /proc/PID/smaps_rollup)
   of every supervisor, median and max; and one supervisor started as a script
   (``RELAY_SUPERVISOR=exec``, the old way) side by side for the ratio.
@@ -100,6 +101,20 @@ loads a command's module only for the command it runs, so importing
 ``relay_engine.cli.main`` alone loads almost none."""
 
 
+def empty_status(workspace: Path, db: str | None) -> float:
+    """``relay status`` where nothing ever ran: the same CLI's floor on this box, now (a
+    busy neighbour slows both alike). A URL database is shared with the run, so the floor
+    is then the SQLite default of that empty workspace."""
+    workspace.mkdir()
+    assert cli(workspace, None, "init").returncode == 0
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        assert cli(workspace, None, "status").returncode == 0
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def status_parts(store: Store) -> tuple[float, float]:
     """Where ``relay status``'s time goes: reading the report, and starting the CLI."""
     from relay_engine.cli.status import status_report
@@ -180,6 +195,7 @@ def main() -> None:
         time.sleep(args.seconds / 5)
     window_to = time.time()
     parts = status_parts(store)
+    empty = empty_status(tmp / "empty", args.db)
     pss = [kb for pid in supervisor_pids(store) if (kb := pss_kb(pid)) is not None]
     engine_pss = pss_kb(engine.pid)
     engine.send_signal(signal.SIGTERM)
@@ -192,6 +208,11 @@ def main() -> None:
     print(
         f"  of which: the status read {parts[0] * 1000:.0f} ms in-process (median of 5), "
         f"the CLI's interpreter and imports alone {parts[1] * 1000:.0f} ms (median of 3)"
+    )
+    status = statistics.median(status_s)
+    print(
+        f"  relay status on an empty workspace, same run: {empty * 1000:.0f} ms (median of 5); "
+        f"{args.agents} running agents cost {status / empty:.2f}x that"
     )
 
 
