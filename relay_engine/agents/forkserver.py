@@ -207,7 +207,10 @@ def serve(conn: socket.socket) -> None:
         os.close(led_r)
         for fd in fds:
             os.close(fd)
-        conn.sendall(reply.encode() + b"\n")
+        try:
+            conn.sendall(reply.encode() + b"\n")
+        except OSError:  # the engine died waiting: as at end-of-file, its supervisors see it too
+            return
 
 
 def main(argv: list[str]) -> None:

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import array
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -13,6 +16,7 @@ import psutil
 import pytest
 
 from relay_engine.agents.runner import (
+    FORKSERVER,
     LaunchError,
     LaunchSpec,
     kill_process_group,
@@ -277,3 +281,34 @@ def test_artifact_writers_replace_atomically(tmp_path: Path) -> None:
     write_artifact_json(tmp_path / "a", "r.json", {"summary": "ok", "n": [1, 2]})
     assert json.loads((tmp_path / "a" / "r.json").read_text()) == {"summary": "ok", "n": [1, 2]}
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["note.txt", "r.json"]
+
+
+def test_the_fork_server_exits_quietly_when_its_engine_dies_before_the_answer(
+    tmp_path: Path,
+) -> None:
+    """An engine killed between asking for a supervisor and reading the pid: the server's
+    answer meets a closed socket, which is its engine gone (as end-of-file is), not a
+    traceback in the engine's log."""
+    ours, theirs = socket.socketpair()
+    control, control_theirs = socket.socketpair()
+    server = subprocess.Popen(
+        [sys.executable, "-I", "-S", FORKSERVER, "--socket", str(theirs.fileno())],
+        pass_fds=(theirs.fileno(),),
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    theirs.close()
+    request = {"argv": ["true"], "env": {}, "cwd": str(tmp_path), "options": {}}
+    body = json.dumps(request).encode()
+    null = os.open(os.devnull, os.O_RDWR)
+    rights = array.array("i", [null, null, null, control_theirs.fileno()])
+    ours.sendmsg(
+        [len(body).to_bytes(8, "big") + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)]
+    )
+    ours.close()  # the engine dies: the answer has nowhere to go
+    os.close(null)
+    control_theirs.close()
+    control.close()
+    _, stderr = server.communicate(timeout=30)
+    assert b"Traceback" not in stderr, stderr.decode()
+    assert server.returncode == 0
