@@ -383,7 +383,7 @@ def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
         table.add_column(column, no_wrap=column in ("wave", "state", "attempt"))
     if job.get("wait"):
         table.caption = escape("\n".join([*pull_lines(job), job["wait"]["line"]]))
-    for task in tasks:  # Text cells: an id or agent is never read as markup (and not parsed)
+    for task in tasks:  # Text cells: no id or agent is parsed (or misread) as markup
         table.add_row(
             Text(task["id"]),
             Text(str(task["wave"])),
