@@ -77,6 +77,7 @@ def test_take_over_and_hand_back_from_the_console_in_tmux(sqlite_workspace: Work
         a_second_engine_leaves_it_alone(ws)
 
         tmux.run("select-window", "-t", "main:0")
+        console_shows_held(tmux)
         tmux.keys("T")  # on the held task: hand it back, with words this time
         tmux.wait_for(lambda screen: "Hand back j/t" in screen)
         tmux.keys("finish it with a test", literal=True)
@@ -91,6 +92,7 @@ def test_take_over_and_hand_back_from_the_console_in_tmux(sqlite_workspace: Work
         wait_for((worktree / ".git").exists, timeout=30)
         (worktree / "by-hand.txt").write_text("typed by a person\n")
         tmux.run("select-window", "-t", "main:0")
+        console_shows_held(tmux)
         tmux.keys("T")
         tmux.wait_for(lambda screen: "Hand back j/t" in screen)
         tmux.keys("C-d")
@@ -102,6 +104,12 @@ def test_take_over_and_hand_back_from_the_console_in_tmux(sqlite_workspace: Work
     finally:
         tmux.kill()
     assert not crash_files(ws.path / ".relay")
+
+
+def console_shows_held(tmux: Tmux) -> None:
+    """The row on screen says held (✎) before T is pressed on it: T offers to take over a
+    row the console still shows running, and its refresh can trail the database by a tick."""
+    tmux.wait_for(lambda screen: "✎ t " in screen)
 
 
 def take_over(tmux: Tmux) -> None:
