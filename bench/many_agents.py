@@ -101,10 +101,9 @@ loads a command's module only for the command it runs, so importing
 ``relay_engine.cli.main`` alone loads almost none."""
 
 
-def empty_status(workspace: Path, db: str | None) -> float:
-    """``relay status`` where nothing ever ran: the same CLI's floor on this box, now (a
-    busy neighbour slows both alike). A URL database is shared with the run, so the floor
-    is then the SQLite default of that empty workspace."""
+def empty_status(workspace: Path) -> float:
+    """``relay status`` where nothing ever ran (its own SQLite file, whatever ``--db`` the
+    run used): the same CLI's floor on this box, now (a busy neighbour slows both alike)."""
     workspace.mkdir()
     assert cli(workspace, None, "init").returncode == 0
     times = []
@@ -195,7 +194,7 @@ def main() -> None:
         time.sleep(args.seconds / 5)
     window_to = time.time()
     parts = status_parts(store)
-    empty = empty_status(tmp / "empty", args.db)
+    empty = empty_status(tmp / "empty")
     pss = [kb for pid in supervisor_pids(store) if (kb := pss_kb(pid)) is not None]
     engine_pss = pss_kb(engine.pid)
     engine.send_signal(signal.SIGTERM)
