@@ -372,10 +372,10 @@ class Engine:
         ``quiet_since``: the change feed's last event before the tick that found nothing to
         do. A change recorded since (an operator's approval landing between the tick's
         promotion of ready drafts and this check) may have made work the tick did not see,
-        so the engine is not idle until a tick has looked again."""
+        so the engine is not idle until a tick has looked again. The feed is read last: a
+        change landing while this check reads the tables (the approval that empties the
+        waits) is then still seen as news."""
         if self.runtime.held():
-            return False
-        if quiet_since is not None and self._last_event_id() > quiet_since:
             return False
         active = [TaskState.QUEUED, TaskState.RUNNING]
         with self.store.read() as session:
@@ -390,7 +390,9 @@ class Engine:
             lease = self.config.engine.lease_seconds
             if waits == "all" and read_waits(session, now=self.clock(), lease_seconds=lease):
                 return False
-        return not self.pulls.busy(self.clock())
+        if self.pulls.busy(self.clock()):
+            return False
+        return quiet_since is None or self._last_event_id() <= quiet_since
 
     def all_jobs_succeeded(self) -> bool:
         with self.store.read() as session:

@@ -34,6 +34,7 @@ from helpers import (
 )
 from sqlmodel import select
 
+import relay_engine.loop.engine as engine_module
 from relay_engine.ops import commands
 from relay_engine.ops.commands import ApproveWave, InstallPlan, Replan
 from relay_engine.store.schema import Command, Event, Execution, Job, Plan
@@ -563,5 +564,39 @@ def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
     assert engine.is_idle("all")  # nothing queued and no wait left: what a stale look sees
     assert not engine.is_idle("all", quiet_since=before)
 
+    assert engine.run(until_idle=True, waits="all") is True
+    assert task_state(store, "gate/b") == "SUCCEEDED"
+
+
+def test_an_approval_landing_while_the_idle_check_reads_keeps_the_run_going(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The approval can also land inside the idle check, after it looked at the change feed
+    and before it read the waits: the waits are then empty, and only a feed read after them
+    tells the check that something changed (CI caught an engine exiting 1 this way)."""
+    workspace.submit(
+        planned_job(
+            "gate", {"1": plan_of(work("a"), work("b", "a")), "2": DONE}, wave_gate="operator"
+        )
+    )
+    store = workspace.store()
+    engine = workspace.engine()
+    deadline = time.monotonic() + 30
+    while not (task_state(store, "gate/a") == "SUCCEEDED" and engine.is_idle("none")):
+        assert time.monotonic() < deadline, "wave 1 never finished"
+        engine.tick()
+        time.sleep(0.05)
+    with store.read() as session:
+        before = max(e.id or 0 for e in session.exec(select(Event)))
+    real_read_waits = engine_module.read_waits
+
+    def approval_lands_first(*args: Any, **kwargs: Any) -> Any:
+        commands.enqueue(store, ApproveWave(job="gate"))
+        commands.apply_pending(store, "cli", time.time())
+        monkeypatch.setattr(engine_module, "read_waits", real_read_waits)
+        return real_read_waits(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "read_waits", approval_lands_first)
+    assert not engine.is_idle("all", quiet_since=before)
     assert engine.run(until_idle=True, waits="all") is True
     assert task_state(store, "gate/b") == "SUCCEEDED"
