@@ -26,7 +26,9 @@ from relay_engine.core.faults import DatabaseBusy
 from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
+from relay_engine.store import feed
 from relay_engine.store.db import Store, default_db_url
+from relay_engine.store.feed import FeedMark
 from relay_engine.store.read_model.agents import live_agents
 from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import Event
@@ -205,15 +207,14 @@ def _log_to_stderr() -> None:
 
 
 def _follow_in_thread(store: Store, stop: threading.Event) -> threading.Thread:
-    start = _last_event_id(store)
+    with store.read() as session:
+        start = feed.end(session, time.time())
 
     def follow() -> None:
-        last = start
+        mark = start
         while True:
             stopping = stop.is_set()
-            for event in store.events_after(last):
-                last = event.id or last
-                _print_event(event)
+            mark = _print_events_after(store, mark)
             if stopping:
                 return
             stop.wait(0.3)
@@ -223,9 +224,14 @@ def _follow_in_thread(store: Store, stop: threading.Event) -> threading.Thread:
     return thread
 
 
-def _last_event_id(store: Store) -> int:
-    events = store.events_after(0, limit=1_000_000)
-    return events[-1].id if events and events[-1].id else 0
+def _print_events_after(store: Store, mark: FeedMark) -> FeedMark:
+    """Print the feed after ``mark`` a page at a time; the mark after what was printed."""
+    while True:
+        events, mark = store.events_after(mark, feed.PAGE)
+        for event in events:
+            _print_event(event)
+        if len(events) < feed.PAGE:
+            return mark
 
 
 def _print_event(event: Event) -> None:
@@ -240,17 +246,14 @@ def _print_event(event: Event) -> None:
 
 def cmd_events(args: argparse.Namespace) -> int:
     store = open_store(args, readonly=True)
-    last = 0
-    if args.limit and not args.follow:
-        events = store.events_after(0, limit=10_000_000)[-args.limit :]
-    else:
-        events = store.events_after(0, limit=10_000_000)
-    for event in events:
-        _print_event(event)
-        last = event.id or last
-    while args.follow:
-        for event in store.events_after(last):
+    if args.limit:
+        with store.read() as session:
+            events, mark = feed.read_last(session, args.limit, time.time())
+        for event in events:
             _print_event(event)
-            last = event.id or last
+    else:
+        mark = _print_events_after(store, feed.START)
+    while args.follow:
+        mark = _print_events_after(store, mark)
         time.sleep(0.3)
     return 0

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Literal
 
 import watchfiles
-from sqlalchemy import case, or_
-from sqlmodel import Session, col, func, select, update
+from sqlalchemy import or_
+from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
@@ -46,9 +46,11 @@ from relay_engine.loop.starter import Starter
 from relay_engine.ops import assignments, commands
 from relay_engine.ops.schedules import start_due_runs
 from relay_engine.ops.upstream import release_waiting_jobs, unblock_revived
+from relay_engine.store import feed
 from relay_engine.store.db import Store
 from relay_engine.store.engines import live_engine_ids, mark_stopped, register_engine, this_host
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.feed import FeedMark
 from relay_engine.store.plan_rows import gated_keys
 from relay_engine.store.read_model.waits import read_waits
 from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
@@ -110,7 +112,7 @@ class Engine:
         self._config_seen = self._config_stamp()
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
-        self._events_seen = 0
+        self._events_seen = feed.START
         self._place = Place()  # among the live engines, re-read with each heartbeat
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
@@ -168,7 +170,7 @@ class Engine:
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
-                before = self._last_event_id() if until_idle else 0
+                before = self._feed_end() if until_idle else None
                 changed = self._safe_tick(full=full)
                 if until_idle and self.did_chores and not changed and self.is_idle(waits, before):
                     self._settle_all_jobs()
@@ -190,7 +192,7 @@ class Engine:
             self._watch_config()
             self.notifier.start()
         if not self._joined:
-            self._events_seen = self._last_event_id()
+            self._events_seen = self._feed_end()
             self._sync_agents()
             self._settle_all_jobs()
             self._joined = True
@@ -360,17 +362,16 @@ class Engine:
         with self.store.read() as session:
             return gated_keys(session)
 
-    def _last_event_id(self) -> int:
+    def _feed_end(self) -> FeedMark:
         with self.store.read() as session:
-            return int(session.exec(select(func.max(Event.id))).one() or 0)
+            return feed.end(session, self.clock())
 
-    def is_idle(self, waits: IdleWaits = "timed", quiet_since: int | None = None) -> bool:
+    def is_idle(self, waits: IdleWaits = "timed", quiet_since: FeedMark | None = None) -> bool:
         """Nothing runs, is queued or being planned (see :meth:`run` for ``waits``). A task
         parked with no time to wake waits on an operator (an agent to log in, a CLI to
         install): nothing this engine does will move it, so only ``"all"`` counts it.
 
-        ``quiet_since``: the change feed's last event before the tick that found nothing to
-        do. A change recorded since (an operator's approval landing between the tick's
+        ``quiet_since``: the change feed's end before the tick that found nothing to do. A change recorded since (an operator's approval landing between the tick's
         promotion of ready drafts and this check) may have made work the tick did not see,
         so the engine is not idle until a tick has looked again. The feed is read last: a
         change landing while this check reads the tables (the approval that empties the
@@ -392,7 +393,10 @@ class Engine:
                 return False
         if self.pulls.busy(self.clock()):
             return False
-        return quiet_since is None or self._last_event_id() <= quiet_since
+        if quiet_since is None:
+            return True
+        with self.store.read() as session:
+            return not feed.news_since(session, quiet_since, self.clock())
 
     def all_jobs_succeeded(self) -> bool:
         with self.store.read() as session:
@@ -439,15 +443,14 @@ class Engine:
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an
         engine elsewhere) may leave their job done: it is settled here too. One read of the
-        events since the last look."""
-        settling = func.sum(case((col(Event.kind).in_(SETTLING_KINDS), 1), else_=0))
-        query = select(func.max(Event.id), Event.job_id, settling).where(
-            col(Event.id) > self._events_seen
-        )
-        with self.store.read() as session:  # one statement: the newest id comes with them
-            rows = session.exec(query.group_by(col(Event.job_id))).all()
-        self.runtime.dirty_jobs.update(job for _, job, settled in rows if job and settled)
-        self._events_seen = max([self._events_seen, *(newest or 0 for newest, _, _ in rows)])
+        feed since the last look."""
+        now, seen = self.clock(), self._events_seen
+        query = select(Event.id, Event.job_id, Event.kind).where(feed.beyond(seen, now))
+        with self.store.read() as session:
+            rows = session.exec(query).all()
+        self._events_seen = feed.passed(seen, [int(i or 0) for i, _, _ in rows], now)
+        settling = {job for _, job, kind in rows if job and kind in SETTLING_KINDS}
+        self.runtime.dirty_jobs.update(settling)
 
     def _settle_all_jobs(self) -> None:
         """Settle every active job, including ones another engine finished the work of."""

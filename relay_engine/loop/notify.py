@@ -24,11 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, select
 
 from relay_engine.contracts.config import NotificationConfig
+from relay_engine.store import feed
 from relay_engine.store.db import Store, ensure_row
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.feed import FeedMark
 from relay_engine.store.schema import Event, NotifyCursor
 
 log = logging.getLogger(__name__)
@@ -97,28 +99,34 @@ def payload(event: Event, host: str) -> dict[str, Any]:
 
 
 def take_batch(session: Session, destination: Destination, now: float) -> list[Event]:
-    """Events after this destination's cursor, with the cursor moved past them.
+    """Events after this destination's cursor, with the cursor moved past them (and past
+    the ids still in flight, which it asks for again: :mod:`relay_engine.store.feed`).
 
-    A destination seen for the first time starts at the newest event: turning
+    A destination seen for the first time starts at the feed's end: turning
     notifications on does not replay the whole history.
     """
-    newest = session.exec(select(func.max(Event.id))).one() or 0
-    ensure_row(session, NotifyCursor, destination=destination.key, last_event_id=newest)
     query = select(NotifyCursor).where(NotifyCursor.destination == destination.key)
-    cursor = session.exec(query.with_for_update()).one()
-    events = list(
-        session.exec(
-            select(Event)
-            .where(col(Event.id) > cursor.last_event_id)
-            .order_by(col(Event.id))
-            .limit(BATCH)
-        )
-    )
-    if events:
-        cursor.last_event_id = events[-1].id or cursor.last_event_id
+    cursor = session.exec(query.with_for_update()).first()
+    if cursor is None:
+        start = feed.end(session, now)
+        ensure_row(
+            session, NotifyCursor, destination=destination.key,
+            last_event_id=start.top, gaps=[list(gap) for gap in start.gaps],
+        )  # fmt: skip
+        cursor = session.exec(query.with_for_update()).one()
+    mark = _mark_of(cursor)
+    events, after = feed.read_after(session, mark, now, BATCH)
+    if after != mark:
+        cursor.last_event_id = after.top
+        cursor.gaps = [list(gap) for gap in after.gaps]
         cursor.updated_at = now
         session.add(cursor)
     return events
+
+
+def _mark_of(cursor: NotifyCursor) -> FeedMark:
+    gaps = tuple((int(gap), float(since)) for gap, since in cursor.gaps or ())
+    return FeedMark(cursor.last_event_id, gaps)
 
 
 def deliver_webhook(url: str, body: dict[str, Any]) -> None:
@@ -222,8 +230,7 @@ class Notifier:
             cursor = session.get(NotifyCursor, destination.key)
             if cursor is None:
                 return True
-            newer = select(Event.id).where(col(Event.id) > cursor.last_event_id).limit(1)
-            return session.exec(newer).first() is not None
+            return feed.news_since(session, _mark_of(cursor), time.time())
 
     def _send(self, destination: Destination, event: Event) -> None:
         error = deliver(destination, payload(event, self.host))

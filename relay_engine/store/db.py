@@ -27,11 +27,12 @@ from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
-from sqlmodel import Session, SQLModel, col, create_engine, select
+from sqlmodel import Session, SQLModel, create_engine
 from sqlmodel.sql.expression import Select
 
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
-from relay_engine.store import migrate
+from relay_engine.store import feed, migrate
+from relay_engine.store.feed import FeedMark
 from relay_engine.store.schema import Command, Event
 
 BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, then "busy"
@@ -402,12 +403,10 @@ class Store:
             assert command.id is not None
             return command.id
 
-    def events_after(self, last_id: int, limit: int = 1000) -> list[Event]:
+    def events_after(self, mark: FeedMark, limit: int = feed.PAGE) -> tuple[list[Event], FeedMark]:
+        """The change feed after ``mark`` (:mod:`relay_engine.store.feed`: no event skipped)."""
         with self.read() as session:
-            query = (
-                select(Event).where(col(Event.id) > last_id).order_by(col(Event.id)).limit(limit)
-            )
-            return list(session.exec(query))
+            return feed.read_after(session, mark, time.time(), limit)
 
 
 def _sqlite_path(url: str) -> str | None:

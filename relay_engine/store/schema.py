@@ -451,6 +451,9 @@ class NotifyCursor(SQLModel, table=True):
     __tablename__ = "relay_notify_cursor"
     destination: str = Field(primary_key=True)
     last_event_id: int = 0
+    gaps: list[list[float]] | None = _json()
+    """Ids below ``last_event_id`` not seen yet, each with when it was first missed: events
+    of transactions still open when the cursor passed them (:mod:`relay_engine.store.feed`)."""
     updated_at: float = 0.0
 
 

@@ -24,6 +24,7 @@ from relay_engine.contracts.pricing import DEFAULT_PRICES
 from relay_engine.core.budgets import local_midnight
 from relay_engine.core.states import DONE_TASK_STATES, JobState, TaskState
 from relay_engine.core.waits import Wait
+from relay_engine.store import feed
 from relay_engine.store.db import Store, column_rows, select_columns
 from relay_engine.store.engines import RECENT_SECONDS, why_gone
 from relay_engine.store.read_model.agents import AgentRow, agent_rows
@@ -98,7 +99,7 @@ class Projection:
         self._task_spend: dict[str, SpendView] = {}
         self._spend_due: set[str] = set()
         self._spend_read = 0.0
-        self.last_event_id = 0
+        self._feed_mark = feed.START
         self._tasks: dict[str, TaskView] = {}
         self._loaded_once = False
         self._last_full = 0.0
@@ -158,7 +159,6 @@ class Projection:
             changed_tasks=changed,
             structure_changed=structure or first,
             first=first,
-            last_event_id=self.last_event_id,
             previous_states={
                 k: v.state for k, v in before.items() if v is not None and k in changed
             },
@@ -313,17 +313,17 @@ class Projection:
         return found
 
     def _read_events(self) -> list[Event]:
+        """The feed since the last look; on the first, only what the event log shows."""
+        if not self._loaded_once:
+            with self.store.read() as session:
+                last, self._feed_mark = feed.read_last(session, EVENT_LOG_SIZE, time.time())
+            return last
         events: list[Event] = []
         while True:
-            batch = self.store.events_after(self.last_event_id, EVENT_BATCH)
+            batch, self._feed_mark = self.store.events_after(self._feed_mark, EVENT_BATCH)
             events.extend(batch)
-            if batch:
-                self.last_event_id = batch[-1].id or self.last_event_id
             if len(batch) < EVENT_BATCH:
-                break
-        if not self._loaded_once:
-            return events[-EVENT_LOG_SIZE:]
-        return events
+                return events
 
     def _reload_all(self, session: Session) -> dict[str, TaskView | None]:
         """Reload every task; returns the previous views (all of them)."""

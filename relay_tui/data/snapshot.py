@@ -98,7 +98,6 @@ class Snapshot:
     changed_tasks: frozenset[str]
     structure_changed: bool
     first: bool
-    last_event_id: int
     previous_states: Mapping[str, str] = field(default_factory=dict)
     job_progress: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """job id -> (succeeded, total) tasks, counted here so the UI thread never walks 5,000."""

@@ -37,7 +37,8 @@ from sqlmodel import select
 import relay_engine.loop.engine as engine_module
 from relay_engine.ops import commands
 from relay_engine.ops.commands import ApproveWave, InstallPlan, Replan
-from relay_engine.store.schema import Command, Event, Execution, Job, Plan
+from relay_engine.store import feed
+from relay_engine.store.schema import Command, Execution, Job, Plan
 
 
 def planned_job(
@@ -556,7 +557,7 @@ def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
         engine.tick()
         time.sleep(0.05)
     with store.read() as session:
-        before = max(e.id or 0 for e in session.exec(select(Event)))
+        before = feed.end(session, time.time())
     engine.tick()  # looks, and finds wave 2 held
     assert task_state(store, "gate/b") == "DRAFT"
     commands.enqueue(store, ApproveWave(job="gate"))
@@ -587,7 +588,7 @@ def test_an_approval_landing_while_the_idle_check_reads_keeps_the_run_going(
         engine.tick()
         time.sleep(0.05)
     with store.read() as session:
-        before = max(e.id or 0 for e in session.exec(select(Event)))
+        before = feed.end(session, time.time())
     real_read_waits = engine_module.read_waits
 
     def approval_lands_first(*args: Any, **kwargs: Any) -> Any:
