@@ -125,6 +125,19 @@ def read_only_workspace(sqlite_workspace: Workspace, tmp_path: Path) -> Iterator
         subprocess.run(["umount", "-l", str(view)], check=False)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of minutes (allowed ten) first, the rest in collection order: xdist hands
+    tests out from the front, and one collected near the end (the demo left open for five
+    minutes) could start when the other worker had little left, which then waited idle."""
+    items.sort(key=lambda item: not _takes_minutes(item))
+
+
+def _takes_minutes(item: pytest.Item) -> bool:
+    timeout = item.get_closest_marker("timeout")
+    return bool(timeout and timeout.args and timeout.args[0] >= 600)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what collection imported (Textual, SQLAlchemy, every test module) out of the
     garbage collector: each full collection of a worker walked all of it again, for every
