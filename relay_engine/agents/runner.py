@@ -41,7 +41,12 @@ from typing import IO, Any
 import psutil
 
 from relay_engine.agents import supervisor as supervisor_script
-from relay_engine.agents.supervisor import RECORD_NAME, boot_id, proc_start_ticks
+from relay_engine.agents.supervisor import (
+    RECORD_NAME,
+    boot_id,
+    live_start_ticks,
+    proc_start_ticks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -811,6 +816,11 @@ def last_line_of(path: Path, max_chars: int = 200) -> str:
     return ""
 
 
+WALL_START_SLACK_S = 2.0
+"""How far two readings of one process's wall-clock start may differ: the kernel gives the
+boot time as whole seconds of the clock now, so a clock being slewed steps it by one."""
+
+
 def process_start_time(pid: int) -> float | None:
     """When pid started, or None when no live process has it: zombies count as dead."""
     try:
@@ -831,7 +841,15 @@ def process_alive(pid: int, start_time: float | None) -> bool:
     created = process_start_time(pid)
     if created is None:
         return False
-    return start_time is None or abs(created - start_time) <= 1.0
+    return start_time is None or abs(created - start_time) < WALL_START_SLACK_S
+
+
+def same_process(pid: int, start_ticks: int | None, start_time: float | None) -> bool:
+    """Whether ``pid`` is still the live process recorded: by its start in clock ticks since
+    boot when the record has it, which no clock change moves; else by its wall-clock start."""
+    if start_ticks is not None:
+        return live_start_ticks(pid) == start_ticks
+    return process_alive(pid, start_time)
 
 
 def kill_process_group(pgid: int, sig: int = signal.SIGKILL) -> None:

@@ -128,6 +128,14 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(fields[19]) if fields and len(fields) > 19 else None
 
 
+def live_start_ticks(pid: int) -> int | None:
+    """:func:`proc_start_ticks` of a process that has not exited (a zombie has)."""
+    fields = _stat_fields(pid)
+    if not fields or len(fields) <= 19 or fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
 def _parents() -> dict[int, int]:
     """pid -> parent pid of every live (non-zombie) process we can see."""
     parents: dict[int, int] = {}

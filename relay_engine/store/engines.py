@@ -22,7 +22,8 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from relay_engine.agents.runner import process_alive, process_start_time
+from relay_engine.agents.runner import process_start_time, same_process
+from relay_engine.agents.supervisor import proc_start_ticks
 from relay_engine.core.recovery import OwnerFacts
 from relay_engine.core.states import TaskState
 from relay_engine.store.db import Store
@@ -208,6 +209,7 @@ def register_engine(store: Store, engine_id: str, *, role: str, now: float) -> E
         host=this_host(),
         pid=os.getpid(),
         process_start=process_start_time(os.getpid()),
+        start_ticks=proc_start_ticks(os.getpid()),
         started_at=now,
         heartbeat_at=now,
         role=role,
@@ -246,7 +248,9 @@ def owner_facts(session: Session, engine_ids: Iterable[str], my_host: str) -> di
             heartbeat_at=record.heartbeat_at,
             stopped=record.stopped_at is not None,
             process_alive=(
-                process_alive(record.pid, record.process_start) if record.host == my_host else None
+                same_process(record.pid, record.start_ticks, record.process_start)
+                if record.host == my_host
+                else None
             ),
         )
         for record in records

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text, text
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 SCHEMA_VERSION = 2
@@ -291,7 +291,10 @@ class EngineRecord(SQLModel, table=True):
     id: str = Field(primary_key=True)  # boot id, unique per engine start
     host: str = ""
     pid: int = 0
-    process_start: float | None = None
+    process_start: float | None = None  # wall time: moves when the clock is set
+    start_ticks: int | None = Field(default=None, sa_type=BigInteger)
+    """When its process started, in clock ticks since boot (Linux): with host and pid, the
+    process's identity, whatever the wall clock does."""
     started_at: float = 0.0
     heartbeat_at: float = 0.0
     stopped_at: float | None = None

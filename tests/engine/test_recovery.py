@@ -24,7 +24,9 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.core.recovery import owner_is_gone
 from relay_engine.store.db import Store
+from relay_engine.store.engines import owner_facts, register_engine, this_host
 from relay_engine.store.schema import EngineRecord, Execution, Task
 
 
@@ -189,3 +191,19 @@ def test_expired_leases_and_silent_remote_engines_are_recovered(workspace: Works
     assert {k: t.attempt for k, t in final.items()} == {f"lease/{n}": 1 for n in names}
     assert {k: t.recoveries for k, t in final.items()} == {f"lease/{n}": 1 for n in names}
     assert all(e.ended_at is not None for e in executions(store))
+
+
+def test_a_live_engine_is_not_taken_for_dead_when_the_clock_moves(workspace: Workspace) -> None:
+    """Its wall-clock start read again after the clock was set (or the kernel's whole-second
+    boot time stepped) differs from the one it registered: its work stays its own."""
+    store = workspace.store()
+    register_engine(store, "run-live", role="run", now=time.time())
+    with store.write() as session:
+        record = session.get(EngineRecord, "run-live")
+        assert record is not None and record.start_ticks is not None
+        record.process_start = (record.process_start or 0) - 1.0000003
+        session.add(record)
+    with store.read() as session:
+        facts = owner_facts(session, ["run-live"], this_host())
+    assert facts["run-live"].process_alive is True
+    assert owner_is_gone(facts["run-live"], my_host=this_host(), now=time.time(), ttl=90) is None

@@ -24,9 +24,11 @@ from relay_engine.agents.runner import (
     launch,
     process_alive,
     process_start_time,
+    same_process,
     write_artifact_json,
     write_artifact_text,
 )
+from relay_engine.agents.supervisor import proc_start_ticks
 
 
 def sim_spec(
@@ -255,6 +257,26 @@ def test_process_alive_checks_start_time(tmp_path: Path) -> None:
     assert proc.wait(10) == 0
     assert not process_alive(proc.pid, None)
     assert process_start_time(proc.pid) is None
+
+
+def test_a_process_is_known_by_its_start_in_ticks_whatever_the_clock_says() -> None:
+    """The kernel gives the boot time as whole seconds of the clock now: while the clock is
+    slewed across a second, a live process's wall-clock start reads a second later."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ticks = proc_start_ticks(child.pid)
+        started = process_start_time(child.pid)
+        assert ticks is not None and started is not None
+        assert same_process(child.pid, ticks, started + 3600)  # the clock moved an hour
+        assert not same_process(child.pid, ticks - 1, started)  # another process, same pid
+        assert same_process(child.pid, None, started + 1.0000003)  # a record without ticks
+        child.kill()
+        time.sleep(0.2)  # not reaped yet: a zombie
+        assert not same_process(child.pid, ticks, started)
+    finally:
+        child.kill()
+        child.wait()
+    assert not same_process(child.pid, ticks, started)
 
 
 def test_kill_process_group_of_orphan_and_of_missing_group(tmp_path: Path) -> None:
