@@ -371,9 +371,10 @@ class Engine:
         parked with no time to wake waits on an operator (an agent to log in, a CLI to
         install): nothing this engine does will move it, so only ``"all"`` counts it.
 
-        ``quiet_since``: the change feed's end before the tick that found nothing to do. A change recorded since (an operator's approval landing between the tick's
-        promotion of ready drafts and this check) may have made work the tick did not see,
-        so the engine is not idle until a tick has looked again. The feed is read last: a
+        ``quiet_since``: the change feed's end before the tick that found nothing to do. A
+        change recorded since (an operator's approval landing between the tick's promotion
+        of ready drafts and this check) may have made work the tick did not see, so the
+        engine is not idle until a tick has looked again. The feed is read last: a
         change landing while this check reads the tables (the approval that empties the
         waits) is then still seen as news."""
         if self.runtime.held():
