@@ -5,8 +5,7 @@ notifier's shared cursor, consoles, ``relay events``) must still get it, once.""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from helpers import Workspace
@@ -21,12 +20,9 @@ pytestmark = pytest.mark.postgres  # SQLite serialises its writers: its ids are 
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, pg_url: str) -> Iterator[Workspace]:
-    ws = Workspace(tmp_path / "ws", pg_url)
-    ws.path.mkdir()
-    ws.configure()
-    yield ws
-    ws.close()
+def db_url(pg_url: str) -> str:
+    """The workspace on PostgreSQL only."""
+    return pg_url
 
 
 def _event(session: Session, message: str) -> None:
