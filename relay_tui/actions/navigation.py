@@ -126,7 +126,11 @@ class NavigationActions:
 
     def action_show_pane(self: ConsoleApp, index: int) -> None:
         """A number key: on the main screen, that pane; on a screen above it (a task, a
-        job, Usage), back to the main screen first."""
+        job, Usage), back to the main screen first, once the screen on top has mounted:
+        popping one still mounting left its mount handler a screen without its widgets."""
+        if not self.screen.is_mounted:
+            self.call_after_refresh(self.run_action, f"show_pane({index})")
+            return
         if not isinstance(self.screen, MainScreen):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen):
                 self.pop_screen()

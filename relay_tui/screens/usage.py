@@ -194,6 +194,12 @@ class UsageScreen(ClosesOnce, Screen[None]):
             table.show_cursor = table is event.widget
 
     def on_mount(self) -> None:
+        try:
+            self._set_up()
+        except NoMatches:  # closed while it mounted: its widgets are gone
+            return
+
+    def _set_up(self) -> None:
         for column in self.query("#usage-tables, #usage-side"):
             column.can_focus = False  # the tables take the focus; their columns scroll
         for key, _title in TABLES:

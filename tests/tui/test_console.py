@@ -6,6 +6,7 @@ from pathlib import Path
 
 from console_helpers import attached_app, cursor_to, run_async, type_keys, wait_loaded, wait_until
 from sqlmodel import select
+from textual import events
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
@@ -283,3 +284,28 @@ async def test_closing_a_screen_before_its_reads_finish_is_harmless(sample_app: 
             if sample_app.screen is not sample_app.main_screen:  # the last enter won the race
                 await pilot.press("escape")
             assert sample_app.screen is sample_app.main_screen
+
+
+@run_async
+async def test_a_number_key_right_after_a_screen_opens_goes_back_without_a_crash(
+    sample_app: RelayApp,
+) -> None:
+    """u then 2 as one burst: the number key pops a screen still mounting (random keys in
+    tmux found the console crashing on Usage's own mount, its tables already gone)."""
+    async with sample_app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        for keys in (("u", "2"), ("u", "x", "2"), ("u", "t", "3"), ("u", "b", "1")):
+            for _ in range(5):
+                send_at_once(pilot, *keys)
+                await pilot.pause(0.3)
+            assert sample_app.return_code is None
+            assert sample_app.screen is sample_app.main_screen
+
+
+def send_at_once(pilot: Pilot[None], *keys: str) -> None:
+    """Keys queued in one go, none waiting for the one before to be handled."""
+    assert pilot.app._driver is not None
+    for key in keys:
+        event = events.Key(key, key)
+        event.set_sender(pilot.app)
+        pilot.app._driver.send_message(event)
