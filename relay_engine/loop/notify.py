@@ -111,17 +111,22 @@ def take_batch(session: Session, destination: Destination, now: float) -> list[E
         start = feed.end(session, now)
         ensure_row(
             session, NotifyCursor, destination=destination.key,
-            last_event_id=start.top, gaps=[list(gap) for gap in start.gaps],
+            last_event_id=start.top, gaps=_gaps_of(start),
         )  # fmt: skip
         cursor = session.exec(query.with_for_update()).one()
     mark = _mark_of(cursor)
     events, after = feed.read_after(session, mark, now, BATCH)
     if after != mark:
         cursor.last_event_id = after.top
-        cursor.gaps = [list(gap) for gap in after.gaps]
+        cursor.gaps = _gaps_of(after)
         cursor.updated_at = now
         session.add(cursor)
     return events
+
+
+def _gaps_of(mark: FeedMark) -> list[list[float]]:
+    """A mark's gaps as the cursor row keeps them (JSON)."""
+    return [list(gap) for gap in mark.gaps]
 
 
 def _mark_of(cursor: NotifyCursor) -> FeedMark:

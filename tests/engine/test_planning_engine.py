@@ -35,9 +35,12 @@ from helpers import (
 from sqlmodel import select
 
 import relay_engine.loop.engine as engine_module
+from relay_engine.loop.engine import Engine
 from relay_engine.ops import commands
 from relay_engine.ops.commands import ApproveWave, InstallPlan, Replan
 from relay_engine.store import feed
+from relay_engine.store.db import Store
+from relay_engine.store.feed import FeedMark
 from relay_engine.store.schema import Command, Execution, Job, Plan
 
 
@@ -538,12 +541,8 @@ def test_replanning_a_manual_job_hands_it_to_the_planner_which_can_rerun_superse
     assert "Finish the job “Handmade”" in prompt
 
 
-def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
-    workspace: Workspace,
-) -> None:
-    """`relay approve` applies its command itself: it can land after a tick promoted what was
-    ready (wave 2 still held) and before the idle check, which then finds no wait left and
-    nothing queued. The run must look again, not exit with wave 2 never started."""
+def _wave_one_done_behind_a_gate(workspace: Workspace) -> tuple[Store, Engine, FeedMark]:
+    """An engine that ran wave 1 of an operator-gated job; the feed's end before its next look."""
     workspace.submit(
         planned_job(
             "gate", {"1": plan_of(work("a"), work("b", "a")), "2": DONE}, wave_gate="operator"
@@ -557,11 +556,25 @@ def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
         engine.tick()
         time.sleep(0.05)
     with store.read() as session:
-        before = feed.end(session, time.time())
+        return store, engine, feed.end(session, time.time())
+
+
+def _approve_as_the_cli_does(store: Store) -> None:
+    """`relay approve` applies its command itself, not through an engine."""
+    commands.enqueue(store, ApproveWave(job="gate"))
+    commands.apply_pending(store, "cli", time.time())
+
+
+def test_an_approval_landing_after_the_ticks_look_keeps_an_until_idle_run_going(
+    workspace: Workspace,
+) -> None:
+    """`relay approve` applies its command itself: it can land after a tick promoted what was
+    ready (wave 2 still held) and before the idle check, which then finds no wait left and
+    nothing queued. The run must look again, not exit with wave 2 never started."""
+    store, engine, before = _wave_one_done_behind_a_gate(workspace)
     engine.tick()  # looks, and finds wave 2 held
     assert task_state(store, "gate/b") == "DRAFT"
-    commands.enqueue(store, ApproveWave(job="gate"))
-    commands.apply_pending(store, "cli", time.time())  # as `relay approve` does
+    _approve_as_the_cli_does(store)
     assert engine.is_idle("all")  # nothing queued and no wait left: what a stale look sees
     assert not engine.is_idle("all", quiet_since=before)
 
@@ -575,25 +588,11 @@ def test_an_approval_landing_while_the_idle_check_reads_keeps_the_run_going(
     """The approval can also land inside the idle check, after it looked at the change feed
     and before it read the waits: the waits are then empty, and only a feed read after them
     tells the check that something changed (CI caught an engine exiting 1 this way)."""
-    workspace.submit(
-        planned_job(
-            "gate", {"1": plan_of(work("a"), work("b", "a")), "2": DONE}, wave_gate="operator"
-        )
-    )
-    store = workspace.store()
-    engine = workspace.engine()
-    deadline = time.monotonic() + 30
-    while not (task_state(store, "gate/a") == "SUCCEEDED" and engine.is_idle("none")):
-        assert time.monotonic() < deadline, "wave 1 never finished"
-        engine.tick()
-        time.sleep(0.05)
-    with store.read() as session:
-        before = feed.end(session, time.time())
+    store, engine, before = _wave_one_done_behind_a_gate(workspace)
     real_read_waits = engine_module.read_waits
 
     def approval_lands_first(*args: Any, **kwargs: Any) -> Any:
-        commands.enqueue(store, ApproveWave(job="gate"))
-        commands.apply_pending(store, "cli", time.time())
+        _approve_as_the_cli_does(store)
         monkeypatch.setattr(engine_module, "read_waits", real_read_waits)
         return real_read_waits(*args, **kwargs)
 

@@ -133,13 +133,19 @@ async def type_keys(pilot: Pilot[None], *keys: str, gap: float = 0.01) -> None:
     ``pilot.press`` waits until the process is idle after every key; with a live engine in
     the same process it never is, and each key would cost its full time-out.
     """
+    for key in keys:
+        send_keys(pilot, key)
+        await asyncio.sleep(gap)
+
+
+def send_keys(pilot: Pilot[None], *keys: str) -> None:
+    """Keys queued through the driver in one go, none waiting for the one before."""
     app = pilot.app
+    assert app._driver is not None
     for key in keys:
         event = events.Key(key, key if len(key) == 1 else (" " if key == "space" else None))
         event.set_sender(app)
-        assert app._driver is not None
         app._driver.send_message(event)
-        await asyncio.sleep(gap)
 
 
 def finish_then_apply(url: str, key: str) -> None:

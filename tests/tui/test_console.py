@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console_helpers import attached_app, cursor_to, run_async, type_keys, wait_loaded, wait_until
+from console_helpers import (
+    attached_app,
+    cursor_to,
+    run_async,
+    send_keys,
+    type_keys,
+    wait_loaded,
+    wait_until,
+)
 from sqlmodel import select
-from textual import events
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
@@ -296,16 +303,7 @@ async def test_a_number_key_right_after_a_screen_opens_goes_back_without_a_crash
         await wait_loaded(pilot)
         for keys in (("u", "2"), ("u", "x", "2"), ("u", "t", "3"), ("u", "b", "1")):
             for _ in range(5):
-                send_at_once(pilot, *keys)
+                send_keys(pilot, *keys)
                 await pilot.pause(0.3)
             assert sample_app.return_code is None
             assert sample_app.screen is sample_app.main_screen
-
-
-def send_at_once(pilot: Pilot[None], *keys: str) -> None:
-    """Keys queued in one go, none waiting for the one before to be handled."""
-    assert pilot.app._driver is not None
-    for key in keys:
-        event = events.Key(key, key)
-        event.set_sender(pilot.app)
-        pilot.app._driver.send_message(event)
