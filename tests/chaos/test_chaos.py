@@ -14,6 +14,7 @@ The numbers (kills, pauses, recoveries, duplicates, orphans) are printed with th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -101,7 +102,7 @@ class Fleet:
     def resume_due(self, now: float) -> None:
         for pid, until in list(self.paused.items()):
             if now >= until:
-                os.kill(pid, signal.SIGCONT)
+                _resume(pid)
                 del self.paused[pid]
 
     def strike(self, now: float) -> None:
@@ -121,7 +122,7 @@ class Fleet:
 
     def stop(self) -> None:
         for pid in self.paused:
-            os.kill(pid, signal.SIGCONT)
+            _resume(pid)
         self.paused.clear()
         for proc in self.engines:
             stop_process(proc, timeout=30)
@@ -129,6 +130,13 @@ class Fleet:
     def hook_kills(self) -> int:
         logs = self.workspace.path.glob("engine-*.log")
         return sum(path.read_text(errors="replace").count("crash point spawned") for path in logs)
+
+
+def _resume(pid: int) -> None:
+    """SIGCONT, to an engine that may be gone: one paused the instant its own armed crash
+    point fired dies all the same, and is reaped by ``keep_up`` (a CI run caught that)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
 
 
 def all_succeeded(store: Store) -> bool:
