@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 from relay_engine.store.read_model.asks import AskView
 from relay_tui.render.asks import ask_detail, question_text, scope_rules
 from relay_tui.render.styles import clock_time
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 from relay_tui.widgets.options import SafeOptionList
 
 Answer = tuple[str, ...]
@@ -70,6 +70,7 @@ class AskScreen(Dialog[Answer]):
                     yield Button("Always… (A)", id="always")
                     yield Button("Deny… (n)", id="deny", variant="error")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         for box in self.query("#reply").results(Input):
             box.cursor_blink = self.blink

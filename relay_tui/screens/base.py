@@ -8,9 +8,12 @@ command again and pop the screen below, ending the app with "No screens on stack
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 
 
@@ -24,6 +27,25 @@ def pane_keys() -> list[Binding]:
 
 
 T = TypeVar("T")
+S = TypeVar("S", bound="Screen[Any]")
+
+
+def closable_while_mounting(handler: Callable[[S], None]) -> Callable[[S], None]:
+    """For a screen's ``on_mount``: a screen popped, or an app quitting, while the screen
+    still mounts has lost its widgets when the handler runs, and the handler's queries
+    raised NoMatches, which crashed the console (random keys in tmux found it: a dialog
+    opened while the palette's Quit was stopping the engine). On a screen still on show a
+    missing widget is a bug, and still raises."""
+
+    @functools.wraps(handler)
+    def guarded(screen: S) -> None:
+        try:
+            handler(screen)
+        except NoMatches:
+            if screen.is_attached and screen in screen.app.screen_stack:
+                raise
+
+    return guarded
 
 
 class ClosesOnce:

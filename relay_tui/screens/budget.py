@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 
 MAX_RAISE_USD = 10_000.0
 """More than this at once is a typo (``1e308``, a misplaced digit), not a budget."""
@@ -59,6 +59,7 @@ class BudgetScreen(Dialog[float]):
                 yield Button("Add", id="send", variant="warning")
                 yield Button("Cancel", id="cancel")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         box = self.query_one("#dollars", Input)
         box.cursor_blink = self.blink

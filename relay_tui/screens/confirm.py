@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 
 
 class ConfirmScreen(Dialog[bool]):
@@ -35,6 +35,7 @@ class ConfirmScreen(Dialog[bool]):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
                 yield Button("No (n)", id="no", variant="default")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
 

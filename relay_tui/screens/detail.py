@@ -33,7 +33,7 @@ from relay_tui.data.stream import StreamItem
 from relay_tui.messages import DetailRead, OutputRead
 from relay_tui.render.styles import clock_time, short_id
 from relay_tui.render.task_facts import failure_text, item_line, summary
-from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.screens.base import ClosesOnce, closable_while_mounting, pane_keys
 from relay_tui.widgets.events import EventList, FollowLog
 from relay_tui.widgets.keybar import KeyBar
 
@@ -104,6 +104,7 @@ class DetailScreen(ClosesOnce, Screen[None]):
         yield Input(id="output-query", placeholder="search the output: every word must match")
         yield KeyBar()
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         self.query_one("#executions", DataTable).add_columns(*EXECUTION_COLUMNS)
         self.query_one("#output", FollowLog).focus()

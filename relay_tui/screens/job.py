@@ -34,7 +34,7 @@ from relay_tui.render.job_facts import (
 )
 from relay_tui.render.job_graph import graph_nodes
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.screens.base import ClosesOnce, closable_while_mounting, pane_keys
 from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
@@ -85,6 +85,7 @@ class JobScreen(ClosesOnce, Screen[None]):
                     yield Static(id=widget_id)
         yield KeyBar()
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         self.query_one("#job-graph-box").border_title = "Dependency graph (by wave)"
         self.reload()

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Input, OptionList, Static
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.messages import CursorMoved, FiltersChanged
 from relay_tui.render.events import EventEntry
+from relay_tui.screens.base import closable_while_mounting
 from relay_tui.widgets.events import EventList
 from relay_tui.widgets.jobs import VIEWS, JobsTable
 from relay_tui.widgets.keybar import KeyBar
@@ -150,6 +151,7 @@ class MainScreen(Screen[None]):
         yield Static(id="status")
         yield KeyBar(id="keys")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         self._set_titles()
         for table in self.query(LiveTable):

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 
 
 class ReplanScreen(Dialog[str]):
@@ -39,6 +39,7 @@ class ReplanScreen(Dialog[str]):
                 yield Button("Replan", id="send", variant="warning")
                 yield Button("Cancel", id="cancel")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         box = self.query_one("#guidance", Input)
         box.cursor_blink = self.blink

@@ -13,7 +13,7 @@ from textual.widgets import Button, Input, Static
 from relay_engine.agents.takeover import TakeOverLine
 from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.render.styles import clock_time
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 
 
 class TakeOverScreen(Dialog[None]):
@@ -86,6 +86,7 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
                 yield Button("Continue", id="continue", variant="warning")
                 yield Button("Cancel", id="cancel")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         box = self.query_one("#words", Input)
         box.cursor_blink = self.blink

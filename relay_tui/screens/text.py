@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
-from relay_tui.screens.base import Dialog
+from relay_tui.screens.base import Dialog, closable_while_mounting
 
 MAX_CHARS = 4000
 
@@ -49,6 +49,7 @@ class TextScreen(Dialog[str]):
                 yield Button(self.yes, id="send", variant="warning")
                 yield Button("Cancel", id="cancel")
 
+    @closable_while_mounting
     def on_mount(self) -> None:
         box = self.query_one("#words", Input)
         box.cursor_blink = self.blink

@@ -40,7 +40,7 @@ from relay_tui.render.spend import (
     tokens_text,
 )
 from relay_tui.render.styles import styled
-from relay_tui.screens.base import ClosesOnce, pane_keys
+from relay_tui.screens.base import ClosesOnce, closable_while_mounting, pane_keys
 from relay_tui.widgets.keybar import KeyBar
 
 NARROW_WIDTH = 120
@@ -193,13 +193,8 @@ class UsageScreen(ClosesOnce, Screen[None]):
         for table in self.query(DataTable):
             table.show_cursor = table is event.widget
 
+    @closable_while_mounting
     def on_mount(self) -> None:
-        try:
-            self._set_up()
-        except NoMatches:  # closed while it mounted: its widgets are gone
-            return
-
-    def _set_up(self) -> None:
         for column in self.query("#usage-tables, #usage-side"):
             column.can_focus = False  # the tables take the focus; their columns scroll
         for key, _title in TABLES:

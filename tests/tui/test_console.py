@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
+import pytest
 from console_helpers import (
     attached_app,
     cursor_to,
@@ -16,6 +19,7 @@ from console_helpers import (
 from sqlmodel import select
 from textual.command import CommandPalette
 from textual.pilot import Pilot
+from textual.screen import Screen
 
 from relay_engine.contracts.config import default_config
 from relay_engine.store.db import Store
@@ -30,6 +34,7 @@ from relay_tui.screens.job import JobScreen
 from relay_tui.screens.main import PANES
 from relay_tui.screens.pin import PinScreen
 from relay_tui.screens.replan import ReplanScreen
+from relay_tui.screens.usage import UsageScreen
 from relay_tui.widgets.jobs import JobsTable
 
 
@@ -52,26 +57,74 @@ async def select_task(pilot: Pilot[None], key: str) -> None:
     assert pilot.app.current_target().task_key == key
 
 
+OPENINGS: tuple[tuple[str, str, type[Screen[Any]], str], ...] = (
+    ("search/docs", "c", ConfirmScreen, "n"),
+    ("search/docs", "p", ReplanScreen, "escape"),
+    ("search/docs", "a", PinScreen, "escape"),
+    ("billing/reports", "g", ConfirmScreen, "escape"),
+    ("billing/reports", "C", ConfirmScreen, "n"),
+    ("search/docs", "question_mark", HelpScreen, "escape"),
+    ("search/docs", "enter", DetailScreen, "escape"),
+    ("job:search", "enter", JobScreen, "escape"),
+    ("search/docs", "u", UsageScreen, "escape"),
+    ("search/docs", "ctrl+p", CommandPalette, "escape"),
+)
+"""Each screen the main screen opens: from which row, with which key, closed how."""
+
+
 @run_async
 async def test_every_modal_opens_and_closes(sample_app: RelayApp) -> None:
     async with sample_app.run_test(size=(120, 40)) as pilot:
-        for row, key, screen_type, close in (
-            ("search/docs", "c", ConfirmScreen, "n"),
-            ("search/docs", "p", ReplanScreen, "escape"),
-            ("search/docs", "a", PinScreen, "escape"),
-            ("billing/reports", "g", ConfirmScreen, "escape"),
-            ("billing/reports", "C", ConfirmScreen, "n"),
-            ("search/docs", "question_mark", HelpScreen, "escape"),
-            ("search/docs", "enter", DetailScreen, "escape"),
-            ("job:search", "enter", JobScreen, "escape"),
-            ("search/docs", "ctrl+p", CommandPalette, "escape"),
-        ):
+        for row, key, screen_type, close in OPENINGS:
             await select_row(pilot, row)
             await pilot.press(key)
             await wait_until(pilot, lambda t=screen_type: isinstance(pilot.app.screen, t))
             await pilot.press(close)
             await wait_until(pilot, lambda: pilot.app.screen is sample_app.main_screen)
         assert commands(sample_app) == []
+
+
+@pytest.mark.parametrize(
+    ("opening", "gone"),
+    [
+        pytest.param(opening, gone, id=f"{opening[2].__name__}-{opening[1]}-{gone}")
+        for opening in OPENINGS
+        for gone in ("popped", "quit")
+        if not (gone == "popped" and opening[2] is CommandPalette)  # it closes only itself
+    ],
+)
+def test_a_screen_closed_while_it_mounts_ends_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    opening: tuple[str, str, type[Screen[Any]], str],
+    gone: str,
+) -> None:
+    """The console quitting (the palette's Quit stopping the engine) or popping the screen
+    while it mounts: random keys in tmux crashed the console on a dialog whose mount
+    handler found its buttons gone."""
+    row, key, screen_type, _close = opening
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    push = app.push_screen
+
+    def push_then_lose(screen: Screen[Any], *args: Any, **kwargs: Any) -> Any:
+        pushed = push(screen, *args, **kwargs)
+        if isinstance(screen, screen_type):
+            app.pop_screen() if gone == "popped" else app.exit()
+        return pushed
+
+    async def drive() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await select_row(pilot, row)
+            monkeypatch.setattr(app, "push_screen", push_then_lose)
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            if gone == "popped":
+                assert app.screen is app.main_screen
+                assert app.return_code is None
+
+    asyncio.run(drive())
+    assert app.return_code in (None, 0), f"the console ended with {app.return_code}"
+    assert app._exception is None, app._exception
 
 
 @run_async
