@@ -1,5 +1,6 @@
-"""What every screen shares: closing exactly once, dialogs built on that, and the number
-keys that lead back to the main screen's panes.
+"""What every screen shares: closing exactly once, mount handlers that outlive a close
+while mounting, dialogs built on those, and the number keys that lead back to the main
+screen's panes.
 
 ``dismiss`` runs the result callback at once but pops the screen later, so a second key
 (enter enter, escape escape) reaches a screen that is already closing: it would send its
