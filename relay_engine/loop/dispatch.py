@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, or_, text, tuple_
+from sqlalchemy import ColumnElement, case, or_, text, tuple_
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, insert, select, update
 
@@ -246,12 +246,14 @@ def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
     return len(plan.chosen) >= free
 
 
-def choose(view: QueueView) -> list[Task]:
-    """Queued tasks to dispatch now, in dispatch order: at most the view's free slots."""
+def choose(view: QueueView, spare: int = 0) -> list[Task]:
+    """Queued tasks to dispatch now, in dispatch order: at most the view's free slots, and
+    ``spare`` more the claim takes only in place of ones another engine took first (see
+    ``take`` in :func:`claim_batch`)."""
     by_key = {t.key: t for t in view.queued}
     queued = [task_facts(t, lock_dir=view.lock_dirs.get(t.job_id)) for t in view.queued]
     running = [task_facts(t) for t in view.running]
-    plan = plan_dispatch(queued, running, len(running) + view.free)
+    plan = plan_dispatch(queued, running, len(running) + view.free + spare)
     return [by_key[key] for key in plan.chosen]
 
 
@@ -276,6 +278,7 @@ def claim_batch(
     passed_over: set[str] | None = None,
     budgeted: set[str] | None = None,
     mine: int | None = None,
+    take: int | None = None,
 ) -> list[Claim]:
     """Claim tasks in one short transaction: each one conditional UPDATE, re-checked.
 
@@ -292,6 +295,9 @@ def claim_batch(
     and ``mine`` (this engine's running claims, which only it makes) spare the claim
     re-reading what does not concern it: without fleet caps or scoped tasks, the fleet's
     claims are not read again.
+
+    ``take``: lock only this many rows, the first in ``wanted``'s order no one holds; the
+    rest are alternates, for first picks another engine took since the queue was read.
     """
     caps = caps or FleetCaps()
     lock_dirs = lock_dirs or {}
@@ -301,9 +307,10 @@ def claim_batch(
         scoped = any(t.workstream or lock_dirs.get(t.job_id) for t, _ in wanted)
         if scoped:
             _wait_no_more(session, store)
-        claimable = _claimable(session, [task.key for task, _ in wanted])
+        keys = [task.key for task, _ in wanted]
+        claimable = _claimable(session, keys, take)
         if passed_over is not None:
-            passed_over.update(task.key for task, _ in wanted if task.key not in claimable)
+            passed_over.update(_skipped(keys, claimable, take))
         fleet = _fleet_for(session, engine_id, caps, scoped=scoped, mine=mine)
         crash_point("claim-locked")  # after the first statement: SQLite's lock is taken then
         jobs = {task.job_id for task, _ in wanted}
@@ -436,9 +443,11 @@ def _wait_no_more(session: Session, store: Store) -> None:
         session.exec(timeout)  # type: ignore[call-overload]  # sqlmodel: exec runs text(), untyped
 
 
-def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
+def _claimable(session: Session, keys: list[str], take: int | None = None) -> dict[str, Task]:
     """Of these tasks, the ones still unclaimed and not being claimed by another engine
-    right now (those rows are skipped, not waited for), read whole under their row lock."""
+    right now (those rows are skipped, not waited for), read whole under their row lock:
+    the first ``take`` of them in the order of ``keys``, when given (the database locks
+    only the rows it returns)."""
     query = (
         select(Task)
         .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
@@ -446,7 +455,19 @@ def _claimable(session: Session, keys: list[str]) -> dict[str, Task]:
         .with_for_update(skip_locked=True)
         .execution_options(populate_existing=True)
     )
+    if take is not None and take < len(keys):
+        rank = case({key: i for i, key in enumerate(keys)}, value=Task.key)
+        query = query.order_by(rank).limit(take)
     return {task.key: task for task in session.exec(query)}
+
+
+def _skipped(keys: list[str], claimable: dict[str, Task], take: int | None) -> list[str]:
+    """The candidates a claim looked at and could not lock: all it did not get, unless it
+    got all ``take``; then only those before the last it got (the rest were not reached)."""
+    if take is None or len(claimable) < take:
+        return [key for key in keys if key not in claimable]
+    last = max((keys.index(key) for key in claimable), default=0)
+    return [key for key in keys[:last] if key not in claimable]
 
 
 def _try_scopes(session: Session, store: Store, scopes: set[str]) -> bool:

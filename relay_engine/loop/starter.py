@@ -67,6 +67,7 @@ from relay_engine.store.schema import Execution, Job, PermissionRule, Task
 from relay_engine.store.task_rows import move_task, start_claimed, timeout_for
 
 REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
+SPARE_PER_SLOT = 1  # alternates chosen per free slot, claimed if another engine took a first pick
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ class Starter:
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        for task in dispatch.choose(view):
+        for task in dispatch.choose(view, spare=view.free * SPARE_PER_SLOT):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
@@ -194,7 +195,7 @@ class Starter:
             if j.budget_usd is not None or j.budget_tokens is not None
         }
         known = (budgeted, view.owned)
-        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known)
+        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
         return started or changed
 
     def _start(
@@ -205,10 +206,12 @@ class Starter:
         now: float,
         passed_over: set[str] | None = None,
         known: tuple[set[str], int] | None = None,
+        take: int | None = None,
     ) -> bool:
         """Claim in one transaction, spawn, then record every start in one more.
         ``known``: the jobs with a budget and this engine's claims, as the queue's read
-        found them (the claim need not read them again).
+        found them (the claim need not read them again); ``take``, the slots to fill when
+        ``wanted`` holds alternates.
 
         Each agent's supervisor writes its on-disk record before the agent runs, so an
         engine killed anywhere in between leaves nothing that recovery cannot find and kill.
@@ -229,6 +232,7 @@ class Starter:
             passed_over=passed_over,
             budgeted=known[0] if known else None,
             mine=known[1] if known else None,
+            take=take,
         )
         started: list[tuple[Claim, LiveExecution, LaunchSpec, LaunchRequest]] = []
         failed: list[tuple[Claim, str | AgentFailure | Deferred]] = []

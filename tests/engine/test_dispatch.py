@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
 from helpers import Workspace
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 
+from relay_engine.core.selection import Selected
 from relay_engine.loop import dispatch
+from relay_engine.store.db import Store
 from relay_engine.store.schema import Job, Task
 
 
@@ -107,3 +110,44 @@ def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work
         full = dispatch.read_queue(session, capacity=5, engine_id="e1")
         assert store.stats.statements - before > unscoped_reads  # the fleet's claims, read
     assert [t.key for t in full.running] == ["j/w00000"]
+
+
+def test_a_claim_takes_an_alternate_in_place_of_a_pick_claimed_since_the_read(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engines read the same top of the queue: the slot of a first pick another engine
+    claimed meanwhile goes to the next candidate in the same claim, not in another round,
+    and the candidates it does not need stay free for other engines while it holds its
+    locks (PostgreSQL; SQLite has one writer at a time)."""
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        session.execute(insert(Task), queued_rows(3, now))
+    with store.read() as session:
+        first, second, third = dispatch.read_queue(session, capacity=1).queued[:3]
+    with store.write() as session:  # another engine's claim commits after the read
+        taken = session.get(Task, first.key)
+        assert taken is not None
+        taken.execution_id, taken.lease_owner = "e-other", "other"
+        session.add(taken)
+    lockable: list[bool] = []
+
+    def other_engine_tries_the_third(name: str) -> None:
+        if name == "claim-locked" and not store.is_sqlite:
+            other = Store.for_workspace(workspace.path, workspace.db_url)
+            with other.write() as session:
+                probe = text("SELECT key FROM relay_task WHERE key = :k FOR UPDATE SKIP LOCKED")
+                lockable.append(bool(session.execute(probe, {"k": third.key}).all()))
+            other.dispose()
+
+    monkeypatch.setattr(dispatch, "crash_point", other_engine_tries_the_third)
+    wanted = [(row, Selected("sim", "sim", "auto")) for row in (first, second, third)]
+    passed_over: set[str] = set()
+    claims = dispatch.claim_batch(
+        store, wanted, engine_id="me", capacity=1, lease_s=30, now=now,
+        passed_over=passed_over, take=1,
+    )  # fmt: skip
+    assert [claim.task.key for claim in claims] == [second.key]
+    assert passed_over == {first.key}  # the third was never looked at: free for the next read
+    assert lockable == ([] if store.is_sqlite else [True])
