@@ -47,6 +47,7 @@ from relay_engine.ops.completion import (
     fenced_tasks,
     record_limit,
 )
+from relay_engine.store.db import update_by_id
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.read_model.fleet import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
@@ -295,7 +296,7 @@ class Reaper:
             rows = [
                 self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending
             ]
-            session.execute(update(Execution), rows)
+            update_by_id(session, Execution, rows)
             for exit_ in pending:
                 live = exit_.live
                 last = self._new_windows(live, exit_.report, now, final=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, select
 
 from relay_engine.agents.adapters import MEMORY_TOOL_PROVIDERS
 from relay_engine.agents.launch import (
@@ -62,6 +62,7 @@ from relay_engine.ops.failed_starts import (
 )
 from relay_engine.ops.prompt_context import prompt_context
 from relay_engine.store import spend
+from relay_engine.store.db import update_by_id
 from relay_engine.store.events import EventKind
 from relay_engine.store.schema import Execution, Job, PermissionRule, Task
 from relay_engine.store.task_rows import move_task, start_claimed, timeout_for
@@ -129,12 +130,12 @@ class Starter:
         Tasks a claim passes over (their rows held by another session) do not keep their
         slots: the next candidates are read and claimed in the same tick, a few rounds at
         most."""
-        settings = self.runtime.config.engine
-        if self.runtime.own_claims() >= settings.max_concurrent_agents:
-            return False  # full by this engine's own count: nothing to read
+        slots = self.runtime.config.engine.max_concurrent_agents
         passed_over: set[str] = set()
         changed = False
         for _ in range(REFILL_ROUNDS):
+            if self.runtime.own_claims() >= slots:
+                break  # full by this engine's own count: nothing to read
             before = len(passed_over)
             result = self._dispatch_round(now, passed_over)
             changed |= bool(result)
@@ -268,7 +269,7 @@ class Starter:
                 spawn_row(request, live, spec, now, redactor) for _, live, spec, request in started
             ]
             if rows:  # one statement for the batch's execution rows
-                session.execute(update(Execution), rows)
+                update_by_id(session, Execution, rows)
             for claim, *_ in started:
                 dispatch.count_assignment(session, claim, now)
                 self._drop_said(session, claim, started=claim.task.key in running)

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Insert
+from sqlalchemy import Insert, bindparam
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
@@ -60,6 +60,21 @@ def column_rows(session: Session, query: ColumnsSelect) -> Iterator[Any]:
     """The rows of a :func:`select_columns` query, read by column name (``row.key``):
     SQLAlchemy's ``Row`` attributes are untyped (its stubs see a plain tuple)."""
     return iter(session.exec(query))
+
+
+def update_by_id(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:
+    """UPDATE each row (its ``id`` and new values) as Core executemany, one per set of
+    columns. The ORM's bulk UPDATE by primary key also keeps the session's objects of those
+    rows in step, at several times the cost; use this only where the session holds none
+    of them (one read after it sees the new values)."""
+    table: Any = model.__table__  # type: ignore[attr-defined]  # SQLModel tables have one
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(sorted(row)), []).append(row)
+    for columns, group in groups.items():
+        statement = table.update().where(table.c.id == bindparam("row_id"))
+        values = [{"row_id": r["id"], **{c: r[c] for c in columns if c != "id"}} for r in group]
+        session.connection().execute(statement, values)
 
 
 def default_db_url(workspace: Path) -> str:
