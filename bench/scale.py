@@ -1,7 +1,7 @@
 """Does adding engines on one PostgreSQL add throughput, and how long does a claim hold locks?
 
     RELAY_BENCH_PG_URL=postgresql://postgres:relay@127.0.0.1:5432/postgres \\
-        .venv/bin/python bench/scale.py [--tasks 2000] [--slots 8] [--engines 1,2,4]
+        .venv/bin/python bench/scale.py [--tasks 2000] [--slots 8] [--engines 1,2,4] [--rounds 1]
 
 (RELAY_TEST_PG_URL is used when RELAY_BENCH_PG_URL is not set.) For each engine count it
 creates a database of its own, starts that many real ``relay run`` engine processes on it,
@@ -13,7 +13,9 @@ last one's end (each task is one claim and one completion). It prints each rate,
 N engines / 1 engine (target on a 2-core box: 4/1 >= 1.6), how long one claim transaction
 held its locks, p50/p99 over every claim of every engine (target: p99 <= 20 ms), and where
 the machine's CPU went per task: the engines, the supervisors and agents they reaped,
-PostgreSQL, and what stayed idle. Never asserts; not part of the test suite.
+PostgreSQL, and what stayed idle. Never asserts; not part of the test suite. ``--rounds N``
+runs the engine counts N times, interleaved (1, 2, 4, 1, 2, 4, ...), and reports each
+count's medians and every round's ratios: one run to the next varies by a fifth on a VM.
 
 ``RELAY_BENCH_PROFILE=PATH`` has each engine write a cProfile of its engine thread's CPU time
 to ``PATH.<pid>`` (read them together with ``pstats.Stats(*glob.glob("PATH.*"))``).
@@ -288,6 +290,38 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One engine count's runs as one: the median of each number, every claim's lock hold.
+    Runs on one VM vary by a fifth from one to the next; interleaved rounds and their medians
+    let a change of a few per cent show."""
+    if len(runs) == 1:
+        return runs[0]
+
+    def middle(key: str) -> float:
+        values = [r[key] for r in runs if r[key] is not None]
+        return statistics.median(values) if values else float("nan")
+
+    cpu = {k: statistics.median(r["cpu"][k] for r in runs) for k in runs[0]["cpu"]}
+    merged = {k: middle(k) for k in ("rate", "span", "statements", "server_statements")}
+    holds = [ms for r in runs for ms in r["holds"]]
+    return runs[0] | merged | {"cpu": cpu, "holds": holds}
+
+
+def report_spread(runs: dict[int, list[dict[str, Any]]], counts: list[int]) -> None:
+    """Each round's ratios against the same round's base, so the medians' spread shows."""
+    base = runs[counts[0]]
+    for n in counts[1:]:
+        ratios = [
+            f"{r['cpu']['engines'] / b['cpu']['engines']:.2f}"
+            for r, b in zip(runs[n], base, strict=True)
+        ]
+        rates = [f"{r['rate'] / b['rate']:.2f}" for r, b in zip(runs[n], base, strict=True)]
+        print(
+            f"{n} engines / {counts[0]}, round by round: engine CPU per task "
+            f"{' '.join(ratios)}; throughput {' '.join(rates)}"
+        )
+
+
 def report_top(results: list[dict[str, Any]], tasks: int, shown: int) -> None:
     """``--top N``: the statements the engines sent most, per task, for each engine count."""
     for r in results:
@@ -358,17 +392,25 @@ def main() -> None:
         "--tick", type=float, default=0.5, help="tick_seconds (0.5 is the engine's default)"
     )
     parser.add_argument("--top", type=int, default=0, help="list the N most sent statements")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run the counts this many times, interleaved"
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.engines.split(",")]
     base = server_url()
-    results = []
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory(prefix="relay-bench-scale-") as tmp:
-        for engines in counts:
-            with fresh_database(base) as url:
-                results.append(
-                    run_fleet(Path(tmp), url, engines, args.slots, args.tasks, args.tick)
-                )
+        for round_number in range(args.rounds):
+            for engines in counts:
+                with fresh_database(base) as url:
+                    root = Path(tmp) / f"r{round_number}"
+                    runs[engines].append(
+                        run_fleet(root, url, engines, args.slots, args.tasks, args.tick)
+                    )
+    results = [median_run(runs[n]) for n in counts]
     report(results, args.tasks, args.slots)
+    if args.rounds > 1:
+        report_spread(runs, counts)
     if args.top:
         report_top(results, args.tasks, args.top)
 
