@@ -466,7 +466,7 @@ def _skipped(keys: list[str], claimable: dict[str, Task], take: int | None) -> l
     got all ``take``; then only those before the last it got (the rest were not reached)."""
     if take is None or len(claimable) < take:
         return [key for key in keys if key not in claimable]
-    last = max((keys.index(key) for key in claimable), default=0)
+    last = max((i for i, key in enumerate(keys) if key in claimable), default=0)
     return [key for key in keys[:last] if key not in claimable]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, update
+from sqlmodel import Session
 
 from relay_engine.agents.adapters.base import (
     Adapter,
@@ -22,6 +22,7 @@ from relay_engine.core.memory import ADDED_FILE, added_notes
 from relay_engine.core.outcomes import Outcome, StopReason
 from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import MergeResult
+from relay_engine.store.db import update_by_id
 from relay_engine.store.schema import Execution
 
 MAX_RESULT_FILE_BYTES = 4 << 20
@@ -164,4 +165,4 @@ def record_spawn(
     redactor: Redactor,
 ) -> None:
     """Note on the execution row where and how the agent runs (argv with secrets redacted)."""
-    session.execute(update(Execution), [spawn_row(request, live, spec, now, redactor)])
+    update_by_id(session, Execution, [spawn_row(request, live, spec, now, redactor)])
