@@ -282,7 +282,10 @@ def _hidden(adapter: Adapter, home: str | None, workspace: Path) -> tuple[tuple[
                 candidates += [_expand(path, home) for path in paths if path not in own]
     dirs: list[str] = []
     files: list[str] = []
-    for candidate in candidates:
+    # Most candidates do not exist: one lstat each rules them out, where resolving every one
+    # took a few lstats per path and was the costliest step of a start. A path missing
+    # through its own name is missing through the resolved one too.
+    for candidate in filter(os.path.lexists, candidates):
         path = _real(candidate)
         if os.path.isdir(path):
             dirs.append(path)

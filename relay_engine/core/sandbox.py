@@ -153,13 +153,24 @@ def _depth(path: str) -> int:
 
 def env_allowed(name: str, patterns: Iterable[str]) -> bool:
     """Whether ``name`` is on the allow-list: exact names, or prefixes ending in ``*``."""
-    for pattern in patterns:
-        if pattern.endswith("*"):
-            if name.startswith(pattern[:-1]):
-                return True
-        elif name == pattern:
-            return True
-    return False
+    return _AllowList.of(tuple(patterns)).allows(name)
+
+
+@dataclass(frozen=True)
+class _AllowList:
+    """An allow-list split once into exact names and prefixes: every launch filters the
+    engine's whole environment through it, name by name."""
+
+    names: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, patterns: tuple[str, ...]) -> _AllowList:
+        prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+        return cls(frozenset(p for p in patterns if not p.endswith("*")), prefixes)
+
+    def allows(self, name: str) -> bool:
+        return name in self.names or name.startswith(self.prefixes)
 
 
 def agent_environment(
@@ -176,8 +187,8 @@ def agent_environment(
     private /tmp, unless the agent's own env says otherwise: the engine's TMPDIR may be a
     folder the agent cannot write there.
     """
-    patterns = tuple(allowed)
-    env = {name: value for name, value in engine_env.items() if env_allowed(name, patterns)}
+    allow = _AllowList.of(tuple(allowed))
+    env = {name: value for name, value in engine_env.items() if allow.allows(name)}
     if private_tmp:
         env["TMPDIR"] = PRIVATE_TMP
     return {**env, **own}
