@@ -1,6 +1,8 @@
-"""One warm process per engine that forks the agents' supervisors.
+"""One warm process per engine that forks the agents' supervisors where the native one cannot be built.
 
-Starting ``python supervisor.py`` for every agent cost ~10 ms of CPU (most of it the
+The engine's agents normally run under the native supervisor (``supervisor.c``, see
+:mod:`relay_engine.agents.native`); this server is the fallback where no C compiler is at
+hand (or ``RELAY_SUPERVISOR=fork``). Starting ``python supervisor.py`` for every agent cost ~10 ms of CPU (most of it the
 interpreter starting, then ``ctypes`` for ``prctl``) and ~10 MB of memory per running
 agent. The engine instead starts this script once (``python -I -S forkserver.py --socket
 FD``, standard library only): it loads the supervisor and ``ctypes`` once, freezes its
@@ -10,7 +12,7 @@ subreaper, on-disk record before the agent runs, the agent's tree stopped at exi
 command, at its deadline and when its engine dies -- in a session of its own.
 
 The protocol, over a Unix stream socket shared with the engine: a request is an 8-byte
-length and a JSON body (argv, env, cwd and the supervisor's options), sent with four file
+length and a JSON body (argv, env and the supervisor's options), sent with four file
 descriptors (SCM_RIGHTS): the agent's stdin, stdout, stderr and the supervisor's end of its
 control socket. The answer is one line, ``pid N`` or ``error WHY``. Exits are not reported
 here: each supervisor tells its engine on its control socket, whose end-of-file says it is
@@ -32,7 +34,7 @@ TYPE_CHECKING = False  # not typing's, which the fork server does not import
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 if TYPE_CHECKING:  # typeshed has no stubs for _signal; mypy finds supervisor in its package
     import signal
-    from typing import NotRequired, TypedDict
+    from typing import TypedDict
 
     from relay_engine.agents import supervisor as sup
 
@@ -41,9 +43,7 @@ if TYPE_CHECKING:  # typeshed has no stubs for _signal; mypy finds supervisor in
 
         argv: list[str]
         env: dict[str, str]
-        cwd: str
-        options: dict[str, str]
-        path: NotRequired[str]  # argv[0] as found on the agent's PATH
+        options: dict[str, str]  # --cwd and --exe among them, as the native one gets them
 else:
     import _signal as signal
 
@@ -142,16 +142,13 @@ def _child(
         for fd in fds[:3]:
             if fd > 2:
                 os.close(fd)
-        os.chdir(request["cwd"])
-        env = request["env"]
+        env, options = request["env"], request["options"]
         tag_environ(tag_at, env.get("RELAY_EXECUTION_ID", ""))
-        path = request.get("path")
-        if not path:  # posix_spawnp searches the PATH of this process: make it the agent's
+        if not options.get("--exe"):  # posix_spawnp searches this process's PATH: the agent's
             os.environ.pop("PATH", None)
             os.environ.update({"PATH": env["PATH"]} if "PATH" in env else {})
-        options = request["options"]
         options["--control"] = str(fds[3])
-        sup.supervise(options, request["argv"], env, path)
+        sup.supervise(options, request["argv"], env)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.write(2, f"relay: supervisor could not start: {error}\n".encode())

@@ -9,6 +9,10 @@ run, and takes the agent's whole tree down -- daemons and ``setsid`` grandchildr
 -- when the agent exits, when the engine says so (cancel, timeout), and when the engine
 dies. Every process of an execution also carries ``RELAY_EXECUTION_ID`` in its
 environment, which :func:`kill_execution` uses as the last resort.
+
+The supervisor is the native one (``supervisor.c``, :mod:`relay_engine.agents.native`)
+wherever it could be built, started with ``posix_spawn`` as the engine's own child; else
+the Python one, forked by the engine's fork server, or started as a script.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import psutil
 
+from relay_engine.agents import native
 from relay_engine.agents import supervisor as supervisor_script
 from relay_engine.agents.supervisor import (
     RECORD_NAME,
@@ -106,8 +111,10 @@ class RunningProcess:
         started_at: float,
         control: socket.socket,
         stdin: IO[bytes] | None = None,
+        own_child: bool = False,
     ):
         self.spec = spec
+        self.own_child = own_child  # the engine reaps it (a native supervisor), not a server
         self.execution_id = spec.execution_id
         self.pid = pid
         self.pgid = pid  # a session of its own: the supervisor leads its own group
@@ -314,12 +321,12 @@ class RunningProcess:
         return -signal.SIGKILL
 
 
-def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
+def supervisor_options(
+    spec: LaunchSpec, control_fd: int, executable: str | None = None
+) -> list[str]:
+    """The supervisor's command line after its program, which the native supervisor, the
+    Python one as a script and (as a dict) the fork server's children all take."""
     return [
-        sys.executable,
-        "-I",
-        "-S",
-        SUPERVISOR,
         "--control",
         str(control_fd),
         "--record",
@@ -330,12 +337,29 @@ def supervisor_argv(spec: LaunchSpec, control_fd: int) -> list[str]:
         "1" if spec.sandbox_argc else "0",
         *(() if spec.deadline_s is None else ("--deadline", f"{max(spec.deadline_s, 0.0):.3f}")),
         *(() if spec.fence_grace_s is None else ("--fence-grace", f"{spec.fence_grace_s:g}")),
+        "--cwd",
+        str(spec.cwd),
+        *(("--exe", executable) if executable else ()),
         "--",
         *spec.argv,
     ]
 
 
-SUPERVISOR_MODE_ENV = "RELAY_SUPERVISOR"  # "fork" (the default on Linux) or "exec"
+def supervisor_argv(spec: LaunchSpec, control_fd: int, executable: str | None = None) -> list[str]:
+    """The Python supervisor started as a script."""
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        SUPERVISOR,
+        *supervisor_options(spec, control_fd, executable),
+    ]
+
+
+SUPERVISOR_MODE_ENV = native.MODE_ENV  # "native" (the default), "fork" or "exec"
+CONTROL_FD = 3  # where a native supervisor finds its end of the control socket
+NATIVE_ARGV0 = "relay-supervisor"  # what ps shows for a native supervisor
+RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)  # Python ignores them; agents must not
 
 
 def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> RunningProcess:
@@ -353,39 +377,83 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     engine_end, supervisor_end = socket.socketpair()
     try:
-        pid, stdin, proc = _start_supervisor(spec, supervisor_end.fileno(), executable)
+        started = _start_supervisor(spec, supervisor_end.fileno(), executable)
     except BaseException:
         engine_end.close()
         raise
     finally:
         supervisor_end.close()
-    running = RunningProcess(spec, pid, time.time(), engine_end, stdin)
+    running = RunningProcess(
+        spec, started.pid, time.time(), engine_end, started.stdin, started.own_child
+    )
     if spec.conversation:
         running._stdin = _start_conversation(running, spec)
     elif spec.stdin_text is not None:
         _start_daemon(_feed_stdin, f"relay-stdin-{spec.execution_id}", running, spec.stdin_text)
-    if proc is None:
+    if started.proc is None:
         _watcher().watch(running, on_exit)
     else:
-        _start_daemon(_wait_child, f"relay-wait-{spec.execution_id}", running, proc, on_exit)
+        name = f"relay-wait-{spec.execution_id}"
+        _start_daemon(_wait_child, name, running, started.proc, on_exit)
     return running
 
 
-def _start_supervisor(
-    spec: LaunchSpec, control_fd: int, executable: str | None = None
-) -> tuple[int, IO[bytes] | None, subprocess.Popen[bytes] | None]:
-    """(the supervisor's pid, the agent's stdin if relay writes it, the Popen when the
-    supervisor is our own child): forked by the engine's fork server, or started as a
-    script where there is none (``RELAY_SUPERVISOR=exec``, or the server cannot run).
-    ``executable`` is where ``argv[0]`` was found, which a forked supervisor execs as is."""
-    server = fork_server() if os.environ.get(SUPERVISOR_MODE_ENV, "fork") == "fork" else None
+class _Started(NamedTuple):
+    pid: int
+    stdin: IO[bytes] | None  # the agent's stdin, when relay writes to it
+    proc: subprocess.Popen[bytes] | None = None  # a script supervisor: a thread waits for it
+    own_child: bool = False  # a native supervisor: the watcher reaps it
+
+
+def _start_supervisor(spec: LaunchSpec, control_fd: int, executable: str | None = None) -> _Started:
+    """The native supervisor where it could be built (the default); else one forked by the
+    engine's fork server; else (``RELAY_SUPERVISOR=exec``, or no server) one started as a
+    script. ``executable`` is where ``argv[0]`` was found, which the supervisor execs as is."""
+    mode = native.mode()
+    if mode == "native" and (binary := native.native_supervisor().binary) is not None:
+        started = _spawn_native(binary, spec, control_fd, executable)
+        if started is not None:
+            return started
+    server = fork_server() if mode != "exec" else None
     if server is not None:
         try:
-            return (*server.spawn(spec, control_fd, executable), None)
+            return _Started(*server.spawn(spec, control_fd, executable))
         except ForkServerGone:
             log.warning("the fork server is gone: starting this supervisor as a script")
-    proc = _spawn_supervisor(spec, control_fd)
-    return proc.pid, proc.stdin, proc
+    proc = _spawn_supervisor(spec, control_fd, executable)
+    return _Started(proc.pid, proc.stdin, proc)
+
+
+def _spawn_native(
+    binary: str, spec: LaunchSpec, control_fd: int, executable: str | None
+) -> _Started | None:
+    """Start the native supervisor with ``posix_spawn`` (a vfork and an exec: no thread, no
+    round trip to a server) in a session of its own, with the agent's stdio and the control
+    socket at :data:`CONTROL_FD`. Its environment is the agent's with the execution's tag,
+    which ``/proc/PID/environ`` shows to recovery's sweep. None when the binary is gone (a
+    cache cleaned under a running engine): the next start builds it again."""
+    argv = [NATIVE_ARGV0, *supervisor_options(spec, CONTROL_FD, executable)]
+    env = {**spec.env, EXECUTION_ENV: spec.execution_id}
+    stdio = _Stdio.open(spec)
+    targets = (*stdio.fds, control_fd)  # to 0, 1, 2 and CONTROL_FD, in that order
+    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(targets)]
+    try:
+        pid = os.posix_spawn(
+            binary, argv, env, file_actions=actions, setsid=True, setsigdef=RESTORED_SIGNALS
+        )
+    except OSError as error:
+        stdio.abandon()
+        if os.access(binary, os.X_OK):
+            raise _launch_error(spec, error) from error
+        log.warning("the native supervisor is gone (%s): building it again", error)
+        native.forget()
+        return None
+    except BaseException:
+        stdio.abandon()
+        raise
+    finally:
+        stdio.close()
+    return _Started(pid, stdio.writer, own_child=True)
 
 
 def _check_argv(spec: LaunchSpec) -> str | None:
@@ -421,14 +489,16 @@ def _check_executable(spec: LaunchSpec, exe: str) -> str:
     return path
 
 
-def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[bytes]:
+def _spawn_supervisor(
+    spec: LaunchSpec, control_fd: int, executable: str | None = None
+) -> subprocess.Popen[bytes]:
     with (
         open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
         open(spec.artifact_dir / STDERR_NAME, "wb") as err,
     ):
         try:
             return subprocess.Popen(
-                supervisor_argv(spec, control_fd),
+                supervisor_argv(spec, control_fd, executable),
                 cwd=spec.cwd,
                 env={**spec.env, EXECUTION_ENV: spec.execution_id},
                 stdin=subprocess.PIPE
@@ -441,7 +511,12 @@ def _spawn_supervisor(spec: LaunchSpec, control_fd: int) -> subprocess.Popen[byt
                 pass_fds=(control_fd,),
             )
         except OSError as exc:
-            raise LaunchError(f"cannot start {spec.argv[0]!r} (cwd {spec.cwd}): {exc}") from exc
+            raise _launch_error(spec, exc) from exc
+
+
+def _launch_error(spec: LaunchSpec, error: OSError) -> LaunchError:
+    """A supervisor that could not be started at all, which the agent is not either."""
+    return LaunchError(f"cannot start {spec.argv[0]!r} (cwd {spec.cwd}): {error}")
 
 
 def _start_daemon(target: Callable[..., None], name: str, *args: Any) -> None:
@@ -539,13 +614,14 @@ def _until_gone(pid: int, timeout: float = 2.0) -> None:
 
 
 class _Watcher:
-    """The one thread that follows every forked supervisor of this process.
+    """The one thread that follows every native or forked supervisor of this process.
 
     A thread per agent cost a thread's start and end per start (about 0.1 ms of CPU, and
-    its wake-ups). A forked supervisor is not our child: all there is to follow is its
-    control socket (what it says, then end-of-file) and then its pidfd (it is gone), so
-    one epoll set follows them all. Nothing here blocks: a supervisor that died without a
-    word gets its tree killed from a thread of its own."""
+    its wake-ups). All there is to follow is a supervisor's control socket (what it says,
+    then end-of-file) and then its pidfd (it has exited), so one epoll set follows them
+    all; a native supervisor is the engine's own child, reaped here then (``waitpid`` of
+    its pid, never of -1: the engine has other children). Nothing here blocks: a
+    supervisor that died without a word gets its tree killed from a thread of its own."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -593,39 +669,70 @@ class _Watcher:
         running._control.close()
         running._note_start(True)
         running.close_stdin()
+        if running.own_child:
+            self._after_exit(running, functools.partial(self._reaped, running, on_exit))
+            return
         code = running._said_code()
         if not running._said_how():  # killed: its tree may be left, which takes a while
             _start_daemon(_killed, f"relay-killed-{running.execution_id}", running, on_exit)
             return
+        self._after_exit(running, functools.partial(_report_exit, running, code, on_exit))
+
+    def _after_exit(self, running: RunningProcess, then: Callable[[], None]) -> None:
+        """Call ``then`` once the supervisor has exited, as its pidfd says (one that the
+        fork server reaped already has; without pidfds a thread waits)."""
         try:
             pidfd = os.pidfd_open(running.pid)
         except ProcessLookupError:
-            _report_exit(running, code, on_exit)
+            then()
             return
         except (AttributeError, OSError):
-            _start_daemon(_gone_then_report, "relay-gone", running, code, on_exit)
+            _start_daemon(_gone_then, "relay-gone", running.pid, then)
             return
-        gone = functools.partial(self._gone, pidfd, running, code, on_exit)
+        gone = functools.partial(self._gone, pidfd, then)
         self._selector.register(pidfd, selectors.EVENT_READ, gone)
 
-    def _gone(
-        self, pidfd: int, running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
-    ) -> None:
+    def _gone(self, pidfd: int, then: Callable[[], None]) -> None:
         self._selector.unregister(pidfd)
         os.close(pidfd)
+        then()
+
+    def _reaped(self, running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
+        """Our own (native) supervisor exited: reap it, and report its status; one that died
+        without a word was killed, and its tree is killed first, from a thread of its own."""
+        try:
+            _, status = os.waitpid(running.pid, 0)  # it has exited: this does not wait
+            code = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # something else waited for it
+            code = running._said_code()
+        if running._said_how():
+            _report_exit(running, code, on_exit)
+        else:
+            name = f"relay-killed-{running.execution_id}"
+            _start_daemon(_killed, name, running, on_exit, code)
+
+
+def _killed(
+    running: RunningProcess, on_exit: Callable[[str], None] | None, code: int | None = None
+) -> None:
+    """A supervisor that died without a word was killed, and may have left its agent's
+    tree: kill that, then report (``code``: it was reaped already; else once it is gone)."""
+    kill_execution(running.execution_id, running.pgid)
+    if code is None:
+        _gone_then_report(running, running._said_code(), on_exit)
+    else:
         _report_exit(running, code, on_exit)
 
 
-def _killed(running: RunningProcess, on_exit: Callable[[str], None] | None) -> None:
-    kill_execution(running.execution_id, running.pgid)
-    _gone_then_report(running, running._said_code(), on_exit)
+def _gone_then(pid: int, then: Callable[[], None]) -> None:
+    _until_gone(pid)
+    then()
 
 
 def _gone_then_report(
     running: RunningProcess, code: int, on_exit: Callable[[str], None] | None
 ) -> None:
-    _until_gone(running.pid)
-    _report_exit(running, code, on_exit)
+    _gone_then(running.pid, functools.partial(_report_exit, running, code, on_exit))
 
 
 _watchers: list[_Watcher] = []
@@ -664,6 +771,46 @@ def cap_file(path: Path, max_bytes: int) -> int:
 
 
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+_devnull: list[int] = []  # one /dev/null per process, every agent's stdin that reads none
+
+
+@dataclass
+class _Stdio:
+    """An agent's stdin, stdout and stderr as bare descriptors, for a supervisor to get
+    copies of (no io objects to build and tear down per start): output straight into its
+    artifact files; stdin the process's one /dev/null, or a pipe when relay writes to it."""
+
+    fds: tuple[int, int, int]
+    writer: IO[bytes] | None  # the pipe's end relay writes the agent's stdin to
+    owned: list[int]  # closed once the supervisor has its copies
+
+    @classmethod
+    def open(cls, spec: LaunchSpec) -> _Stdio:
+        if not _devnull:
+            _devnull.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        owned: list[int] = []
+        try:
+            for name in (STDOUT_NAME, STDERR_NAME):
+                owned.append(os.open(spec.artifact_dir / name, _OUTPUT_FLAGS, 0o666))
+            stdin, writer = _devnull[0], None
+            if spec.stdin_text is not None or spec.conversation:
+                stdin, write_end = os.pipe()
+                owned.append(stdin)
+                writer = os.fdopen(write_end, "wb")
+        except BaseException:
+            for fd in owned:
+                os.close(fd)
+            raise
+        return cls((stdin, owned[0], owned[1]), writer, owned)
+
+    def close(self) -> None:
+        for fd in self.owned:
+            os.close(fd)
+
+    def abandon(self) -> None:
+        """No supervisor got them: relay's end of the stdin pipe goes too."""
+        if self.writer is not None:
+            self.writer.close()
 
 
 class ForkServerGone(RuntimeError):
@@ -687,7 +834,6 @@ class ForkServer:
         finally:
             theirs.close()
         self._said = b""
-        self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -696,28 +842,16 @@ class ForkServer:
         self, spec: LaunchSpec, control_fd: int, executable: str | None = None
     ) -> tuple[int, IO[bytes] | None]:
         """Fork a supervisor for ``spec`` with output straight to its artifact files:
-        (its pid, the agent's stdin when relay writes to it). The files are opened as bare
-        descriptors (the server gets copies; no io objects to build and tear down here),
-        and an agent that reads no stdin gets the one /dev/null this server keeps open."""
-        stdin_w: IO[bytes] | None = None
-        read_end = self._devnull
-        fds: list[int] = []
+        (its pid, the agent's stdin when relay writes to it)."""
+        stdio = _Stdio.open(spec)
         try:
-            for name in (STDOUT_NAME, STDERR_NAME):
-                fds.append(os.open(spec.artifact_dir / name, _OUTPUT_FLAGS, 0o666))
-            if spec.stdin_text is not None or spec.conversation:
-                read_end, write_end = os.pipe()
-                fds.append(read_end)
-                stdin_w = os.fdopen(write_end, "wb")
-            pid = self._ask(_fork_request(spec, executable), [read_end, *fds[:2], control_fd])
+            pid = self._ask(_fork_request(spec, executable), [*stdio.fds, control_fd])
         except BaseException:
-            if stdin_w is not None:
-                stdin_w.close()
+            stdio.abandon()
             raise
         finally:
-            for fd in fds:
-                os.close(fd)
-        return pid, stdin_w
+            stdio.close()
+        return pid, stdio.writer
 
     def _ask(self, request: dict[str, Any], fds: list[int]) -> int:
         body = json.dumps(request).encode("utf-8", "surrogateescape")
@@ -743,22 +877,20 @@ class ForkServer:
 
     def close(self) -> None:
         self._conn.close()
-        os.close(self._devnull)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._proc.wait(5)
 
 
 def _fork_request(spec: LaunchSpec, executable: str | None = None) -> dict[str, Any]:
-    argv = supervisor_argv(spec, 0)
-    split = argv.index("--")
-    options = dict(zip(argv[4:split:2], argv[5:split:2], strict=True))
-    request = {
+    """The fork server's request (``forkserver.Request``): the supervisor's options as a
+    dict, its control descriptor filled in by the server."""
+    options = supervisor_options(spec, 0, executable)
+    split = options.index("--")
+    return {
         "argv": spec.argv,
         "env": {**spec.env, EXECUTION_ENV: spec.execution_id},
-        "cwd": str(spec.cwd),
-        "options": options,
+        "options": dict(zip(options[:split:2], options[1:split:2], strict=True)),
     }
-    return request | ({"path": executable} if executable else {})
 
 
 _server: list[ForkServer] = []

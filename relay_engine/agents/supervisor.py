@@ -1,7 +1,10 @@
 """The per-execution supervisor: parent of one agent, reaper of everything the agent starts.
 
-The engine runs this file as a script (``python -I -S supervisor.py …``, standard library
-only, so it starts in a few milliseconds) in a session of its own. It
+This is the readable spec of the supervisor and the fallback where no C compiler is at hand:
+the engine normally starts ``supervisor.c``, which does exactly what this file does, with the
+same command line (:mod:`relay_engine.agents.native` builds it). This one is forked by the
+engine's fork server, or run as a script (``python -I -S supervisor.py …``, standard library
+only), in a session of its own. It
 
 1. makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``): any process the
    agent starts that outlives its own parent -- a daemon that double-forks, a ``setsid``
@@ -258,27 +261,39 @@ class Supervisor:
         ready, _, _ = select.select([self.control], [], [], 0)
         return bool(ready) and self._read_commands()
 
-    def start(self, argv: list[str], env: Environ, executable: str | None = None) -> bool:
-        """Spawn the agent (``posix_spawn``: no ``subprocess`` import, which would double
-        this script's start-up time); only stdin, stdout and stderr are inherited.
+    def start(
+        self, argv: list[str], env: Environ, executable: str | None = None, cwd: str | None = None
+    ) -> bool:
+        """Spawn the agent in ``cwd`` (``posix_spawn``: no ``subprocess`` import, which
+        would double this script's start-up time); only stdin, stdout and stderr are
+        inherited, and SIGPIPE and SIGXFSZ are at their defaults again (as ``subprocess``
+        restores them: Python ignores SIGPIPE, and an agent would inherit that).
 
         ``executable`` is ``argv[0]`` as the engine found it on the agent's PATH, which
         spares the search (a failed ``execve`` per directory before it); without it the
         search uses this process's PATH, which a script supervisor shares with its agent."""
         if self.control is not None:
             os.set_inheritable(self.control, False)
+        restored = (signal.SIGPIPE, signal.SIGXFSZ)
+        try:
+            if cwd:
+                os.chdir(cwd)
+        except OSError as error:
+            return self._not_started(f"cannot start {argv[0]!r} (cwd {cwd}): {error.strerror}")
         try:
             if executable:
-                self.agent_pid = os.posix_spawn(executable, argv, env)
+                self.agent_pid = os.posix_spawn(executable, argv, env, setsigdef=restored)
             else:
-                self.agent_pid = os.posix_spawnp(argv[0], argv, env)
+                self.agent_pid = os.posix_spawnp(argv[0], argv, env, setsigdef=restored)
         except OSError as error:
-            reason = f"cannot start {argv[0]!r}: {error.strerror or error}"
-            self.tell(f"error {reason}")
-            os.write(2, f"relay: {reason}\n".encode("utf-8", "replace"))  # for the exit's judge
-            return False
+            return self._not_started(f"cannot start {argv[0]!r}: {error.strerror or error}")
         self.tell(f"started {self.agent_pid}")
         return True
+
+    def _not_started(self, reason: str) -> bool:
+        self.tell(f"error {reason}")
+        os.write(2, f"relay: {reason}\n".encode("utf-8", "replace"))  # for the exit's judge
+        return False
 
     def _timeout(self) -> float | None:
         """How long the wait may sleep: until the next KILL or the deadline, if any."""
@@ -423,7 +438,9 @@ class Supervisor:
 
 def parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     """``--control FD --record PATH --grace S [--wrapped 0|1] [--deadline S]
-    [--fence-grace S] -- AGENT ARGV…``"""
+    [--fence-grace S] [--cwd DIR] [--exe PATH] -- AGENT ARGV…``: ``--cwd`` is where the
+    agent runs (the engine starts a native supervisor with ``posix_spawn``, which cannot
+    change directory), ``--exe`` where ``AGENT`` was found on the agent's PATH."""
     split = argv.index("--")
     return dict(zip(argv[:split:2], argv[1:split:2], strict=True)), argv[split + 1 :]
 
@@ -445,9 +462,7 @@ def main(argv: list[str]) -> None:
     supervise(options, agent_argv, os.environ)
 
 
-def supervise(
-    options: dict[str, str], agent_argv: list[str], env: Environ, executable: str | None = None
-) -> None:
+def supervise(options: dict[str, str], agent_argv: list[str], env: Environ) -> None:
     """Supervise ``agent_argv`` (run with ``env``) to its end, then exit as it did (run as
     a script, or in a child the fork server just made); never returns."""
     supervisor = supervisor_from(options)
@@ -465,7 +480,8 @@ def supervise(
         "execution_id": env.get("RELAY_EXECUTION_ID", ""),
     }
     write_record(supervisor.record_path, supervisor.record, first=True)
-    if supervisor.engine_gone() or not supervisor.start(agent_argv, env, executable):
+    executable, cwd = options.get("--exe") or None, options.get("--cwd") or None
+    if supervisor.engine_gone() or not supervisor.start(agent_argv, env, executable, cwd):
         os._exit(127)
     code = supervisor.run()
     supervisor.tell(f"exit {code}")

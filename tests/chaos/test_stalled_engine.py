@@ -250,11 +250,11 @@ def test_an_engine_cut_off_from_its_database_stops_its_agent_before_its_lease_en
         proxy.close()
 
 
-@pytest.mark.parametrize("mode", ["fork", "exec"])
+@pytest.mark.parametrize("mode", ["native", "fork", "exec"])
 def test_a_deadline_that_passes_unextended_stops_the_agent_and_says_why(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The supervisor on its own, forked by the fork server or started as a script:
+    """The supervisor on its own, native, forked by the fork server or started as a script:
     extended, the agent runs on; left alone, it is stopped (TERM first: the agent logs its
     end) and the record and the socket say why."""
     monkeypatch.setenv("RELAY_SUPERVISOR", mode)
@@ -274,7 +274,9 @@ def test_a_deadline_that_passes_unextended_stops_the_agent_and_says_why(
     )
     process = launch(spec)
     ours = psutil.Process(process.pid).ppid() == os.getpid()
-    assert ours == (mode == "exec")  # forked supervisors are the fork server's children
+    assert ours == (mode != "fork")  # forked supervisors are the fork server's children
+    native = os.path.basename(os.readlink(f"/proc/{process.pid}/exe")).startswith("supervisor-")
+    assert native == (mode == "native")
     for _ in range(4):  # extended in time: it outlives its first deadline by far
         time.sleep(0.5)
         process.extend_deadline(1.0)

@@ -4,6 +4,10 @@ with its engine -- even a daemon that left the agent's process group with ``sets
 Every scenario runs twice: bare, and with the agent in its bubblewrap sandbox (the supervisor
 outside it). A sandboxed agent has a pid namespace of its own, so the pids it writes are
 mapped to the host's (:func:`helpers.host_pid`) through the execution's tag.
+
+Each runs under the native supervisor (``supervisor.c``, the default), and the guarantees
+that matter most run again, bare, under the Python one (``implementation``: the fallback
+where no C compiler is at hand, forked by the fork server).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (
@@ -35,8 +40,10 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.agents import native
 from relay_engine.agents.runner import (
     LaunchSpec,
+    RunningProcess,
     kill_execution,
     launch,
     read_record,
@@ -49,7 +56,43 @@ from relay_engine.core.sandbox import SandboxSpec, bwrap_argv
 
 DAEMONS = ["group", "setsid"]
 SANDBOXES = ["bare", pytest.param("bwrap", marks=requires_sandbox)]
+BOXES = ["bare", "bwrap"]  # the sandboxes, for cases()
 SIM_ARGV = [sys.executable, "-m", "relay_engine.agents.sim_agent"]
+
+
+def cases(names: str, native_cases: list[Any], python_cases: list[Any]) -> pytest.MarkDecorator:
+    """Parametrize ``implementation`` with ``names``: every case under the native supervisor,
+    ``python_cases`` under the Python one too (fewer: it is the fallback, and the suite's
+    time is dear). A case in the sandbox needs one here."""
+    rows = [
+        pytest.param(which, *case, marks=[requires_sandbox] if "bwrap" in case else [])
+        for which, group in (("native", native_cases), ("python", python_cases))
+        for case in group
+    ]
+    return pytest.mark.parametrize(f"implementation,{names}", rows, indirect=["implementation"])
+
+
+@pytest.fixture
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The supervisor this test's agents run under, chosen as an operator would (engines
+    started by the test inherit it): native (built and cached once per host), or python."""
+    which = getattr(request, "param", "native")
+    monkeypatch.setenv(native.MODE_ENV, "native" if which == "native" else "fork")
+    if which == "native":
+        built = native.native_supervisor()
+        assert built.binary is not None, f"no native supervisor here: {built.reason}"
+    return which
+
+
+def assert_supervised_by(pid: int, implementation: str) -> None:
+    """The process recorded as the supervisor runs the implementation the test asked for."""
+    program = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    assert program.startswith("supervisor-" if implementation == "native" else "python"), program
+
+
+def check_launched(process: RunningProcess, implementation: str) -> None:
+    assert process.own_child == (implementation == "native")  # a forked one is the server's
+    assert_supervised_by(process.pid, implementation)
 
 
 def daemon_script(pid_file: Path, mode: str, duration: float) -> dict[str, object]:
@@ -102,14 +145,14 @@ def gone(pid: int) -> bool:
     return pid == 0 or pid_gone(pid)
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-@pytest.mark.parametrize("mode", DAEMONS)
+@cases("mode,sandbox", [(m, s) for m in DAEMONS for s in BOXES], [("setsid", "bare")])
 def test_what_an_agent_leaves_running_dies_when_it_exits(
-    tmp_path: Path, mode: str, sandbox: str
+    tmp_path: Path, implementation: str, mode: str, sandbox: str
 ) -> None:
     pid_file = tmp_path / "daemon.pid"
     spec = spec_for(tmp_path, daemon_script(pid_file, mode, 0.5), "exit-1", sandbox)
     process = launch(spec)
+    check_launched(process, implementation)
     daemon = read_daemon(pid_file, process.execution_id, sandbox)
     if mode == "setsid" and daemon:
         assert os.getsid(daemon) != os.getsid(process.agent_pid)  # out of the agent's session
@@ -119,11 +162,14 @@ def test_what_an_agent_leaves_running_dies_when_it_exits(
     assert tagged_processes(process.execution_id) == []
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-def test_the_record_is_on_disk_before_the_agent_runs(tmp_path: Path, sandbox: str) -> None:
+@cases("sandbox", [(s,) for s in BOXES], [("bare",)])
+def test_the_record_is_on_disk_before_the_agent_runs(
+    tmp_path: Path, implementation: str, sandbox: str
+) -> None:
     """The sim writes its pid file as its first act: the record must already exist then."""
     pid_file = tmp_path / "daemon.pid"
     process = launch(spec_for(tmp_path, daemon_script(pid_file, "group", 30), "rec-1", sandbox))
+    check_launched(process, implementation)
     read_pid(pid_file)  # the agent runs
     record = read_record(process.spec.artifact_dir)
     assert record is not None
@@ -135,11 +181,14 @@ def test_the_record_is_on_disk_before_the_agent_runs(tmp_path: Path, sandbox: st
     assert process.wait(10) == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-def test_a_killed_supervisor_leaves_nothing_behind(tmp_path: Path, sandbox: str) -> None:
+@cases("sandbox", [(s,) for s in BOXES], [("bare",)])
+def test_a_killed_supervisor_leaves_nothing_behind(
+    tmp_path: Path, implementation: str, sandbox: str
+) -> None:
     pid_file = tmp_path / "daemon.pid"
     spec = spec_for(tmp_path, daemon_script(pid_file, "setsid", 60), "sup-1", sandbox)
     process = launch(spec)
+    check_launched(process, implementation)
     daemon = read_daemon(pid_file, process.execution_id, sandbox)
     assert daemon
     os.kill(process.pid, signal.SIGKILL)  # no chance to clean up: the engine must
@@ -148,14 +197,15 @@ def test_a_killed_supervisor_leaves_nothing_behind(tmp_path: Path, sandbox: str)
     assert pid_gone(daemon)
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
+@cases("sandbox", [(s,) for s in BOXES], [("bare",)])
 def test_recovery_kills_a_tree_from_the_record_and_the_tag_alone(
-    tmp_path: Path, sandbox: str
+    tmp_path: Path, implementation: str, sandbox: str
 ) -> None:
     """As recovery does for a dead engine's work, with the supervisor unable to help."""
     pid_file = tmp_path / "daemon.pid"
     spec = spec_for(tmp_path, daemon_script(pid_file, "setsid", 60), "rec-2", sandbox)
     process = launch(spec)
+    check_launched(process, implementation)
     daemon = read_daemon(pid_file, process.execution_id, sandbox)
     assert daemon
     os.kill(process.pid, signal.SIGSTOP)
@@ -214,6 +264,14 @@ def _job_with_daemon(workspace: Workspace, mode: str, how: str, sandbox: str) ->
     return pid_file
 
 
+def supervisor_of(workspace: Workspace, execution_id: str) -> int:
+    """The supervisor's pid, from its record (the engine may not have stored it yet)."""
+    (run,) = [r for r in executions(workspace.store()) if r.id == execution_id]
+    record = read_record(Path(run.artifact_dir or ""))
+    assert record is not None
+    return int(record["supervisor_pid"])
+
+
 def engine_daemon(workspace: Workspace, pid_file: Path, sandbox: str) -> tuple[int, str]:
     """The daemon's host pid (0 once gone) and the execution it belongs to."""
     wait_for(pid_file.exists, timeout=20, what=f"{pid_file.name} to be written")
@@ -222,11 +280,13 @@ def engine_daemon(workspace: Workspace, pid_file: Path, sandbox: str) -> tuple[i
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-@pytest.mark.parametrize("mode", DAEMONS)
-@pytest.mark.parametrize("how", ["exit", "cancel", "timeout"])
+@cases(
+    "how,mode,sandbox",
+    [(h, m, s) for h in ("exit", "cancel", "timeout") for m in DAEMONS for s in BOXES],
+    [("cancel", "setsid", "bare")],
+)
 def test_an_agents_daemons_die_with_its_task(
-    sqlite_workspace: Workspace, mode: str, how: str, sandbox: str
+    sqlite_workspace: Workspace, implementation: str, mode: str, how: str, sandbox: str
 ) -> None:
     workspace = sqlite_workspace
     pid_file = _job_with_daemon(workspace, mode, how, sandbox)
@@ -235,6 +295,8 @@ def test_an_agents_daemons_die_with_its_task(
     engine = EngineThread(workspace.engine()).start()
     try:
         daemon, execution_id = engine_daemon(workspace, pid_file, sandbox)
+        if how != "exit":
+            assert_supervised_by(supervisor_of(workspace, execution_id), implementation)
         if how == "cancel":
             assert workspace.cli("cancel", "d/t").returncode == 0
         wait_for(lambda: task_state(store, "d/t") == final, timeout=30, what=f"task {final}")
@@ -251,10 +313,9 @@ def test_an_agents_daemons_die_with_its_task(
         assert (run.argv or [""])[0].endswith("bwrap")
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-@pytest.mark.parametrize("mode", DAEMONS)
+@cases("mode,sandbox", [(m, s) for m in DAEMONS for s in BOXES], [("setsid", "bare")])
 def test_agents_and_their_daemons_die_with_their_engine(
-    sqlite_workspace: Workspace, mode: str, sandbox: str
+    sqlite_workspace: Workspace, implementation: str, mode: str, sandbox: str
 ) -> None:
     workspace = sqlite_workspace
     pid_file = _job_with_daemon(workspace, mode, "cancel", sandbox)
@@ -262,6 +323,7 @@ def test_agents_and_their_daemons_die_with_their_engine(
     try:
         daemon, execution_id = engine_daemon(workspace, pid_file, sandbox)
         assert daemon
+        assert_supervised_by(supervisor_of(workspace, execution_id), implementation)
         proc.send_signal(signal.SIGKILL)  # no other engine runs: nobody recovers anything
         proc.wait(10)
         wait_for(lambda: pid_gone(daemon), timeout=15, what="the daemon to die with its engine")
@@ -271,7 +333,8 @@ def test_agents_and_their_daemons_die_with_their_engine(
 
 
 @requires_sandbox
-def test_a_stopped_sandboxed_agent_gets_its_grace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("implementation", ["native", "python"], indirect=True)
+def test_a_stopped_sandboxed_agent_gets_its_grace(tmp_path: Path, implementation: str) -> None:
     """bwrap dies of a TERM without passing it on, and takes the agent with it at once; the
     supervisor's TERM therefore goes past bwrap to the agent, which may clean up and exit."""
     script = "trap 'echo cleaned > graceful; exit 3' TERM; echo up > started; sleep 60 & wait"
@@ -280,6 +343,7 @@ def test_a_stopped_sandboxed_agent_gets_its_grace(tmp_path: Path) -> None:
         **{**spec.__dict__, "argv": [*sandbox_argv(tmp_path), "sh", "-c", script], "grace_s": 5}
     )
     process = launch(spec)
+    check_launched(process, implementation)
     wait_for((tmp_path / "started").exists, timeout=20, what="the agent to start")
     process.terminate(grace_s=5)
     assert process.wait(20) == 3  # the agent's own exit, through bwrap
@@ -287,6 +351,7 @@ def test_a_stopped_sandboxed_agent_gets_its_grace(tmp_path: Path) -> None:
     assert tagged_processes(process.execution_id) == []
 
 
+@pytest.mark.usefixtures("implementation")  # native: the Python one's engine death runs above
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_an_engine_killed_between_spawn_and_record_leaves_nothing_running(
     workspace: Workspace, sandbox: str
