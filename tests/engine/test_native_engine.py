@@ -4,6 +4,7 @@ chooses which supervisor an agent gets."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import Workspace
 
 from relay_engine.agents import native
 from relay_engine.agents.runner import LaunchSpec, fork_server, launch
@@ -102,3 +104,13 @@ def test_relay_supervisor_chooses_the_supervisor(
     finally:
         process.kill_now()
     assert process.wait(20) is not None
+
+
+def test_doctor_names_the_python_fallback_and_why(
+    sqlite_workspace: Workspace, tmp_path: Path
+) -> None:
+    env = {**os.environ, "CC": "/bin/false", "RELAY_CACHE_DIR": str(tmp_path / "cache")}
+    argv = sqlite_workspace.cli_argv("doctor", "--json")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    report = json.loads(done.stdout)
+    assert report["supervisor"] == "python fork server — /bin/false failed (exit 1)"

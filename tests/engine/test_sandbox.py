@@ -632,6 +632,7 @@ def test_doctor_says_the_sandbox_works_and_what_each_agent_runs_in(doctor_ws: Wo
     code, report = doctor(doctor_ws)
     assert code == 0, report
     assert report["sandbox"]["works"] is True and report["sandbox"]["problem"] is None
+    assert report["supervisor"].startswith("native (")  # the fallback: test_native_engine.py
     rows = {row["agent"]: (row["sandbox"], row["network"]) for row in report["agents"]}
     assert rows == {
         "tests": ("bwrap", "off"),
