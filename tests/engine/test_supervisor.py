@@ -78,9 +78,10 @@ def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     started by the test inherit it): native (built and cached once per host), or python."""
     which = getattr(request, "param", "native")
     monkeypatch.setenv(native.MODE_ENV, "native" if which == "native" else "fork")
-    if which == "native":
-        built = native.native_supervisor()
-        assert built.binary is not None, f"no native supervisor here: {built.reason}"
+    built = native.native_supervisor() if which == "native" else None
+    if built is not None and built.reason.startswith("no C compiler"):
+        pytest.skip(built.reason)  # a build that fails, though, is this test's failure
+    assert built is None or built.binary is not None, f"no native supervisor: {built.reason}"
     return which
 
 
