@@ -10,14 +10,16 @@ thread pool doing subprocess.Popen + wait with stdout to a file (as relay's runn
 Prints both wall times and their ratio (target <= 1.15). Never asserts.
 
 supervisor CPU per start, side by side: `true` from a bare fork-exec (Popen), through
-launch() with the engine's fork server (the default), and through launch() with a supervisor
-started as a script (RELAY_SUPERVISOR=exec, the way before); CPU of this process, what it
-reaped, and the fork server with everything it reaped (target: fork server <= 2 ms over bare).
+launch() with the native supervisor (supervisor.c, the default: this process's own child,
+reaped here), with the Python one forked by the engine's fork server (RELAY_SUPERVISOR=fork,
+the fallback where no C compiler is at hand) and with the Python one started as a script
+(RELAY_SUPERVISOR=exec); CPU of this process, what it reaped, and the fork server with
+everything it reaped (target: the default supervisor <= 2 ms over bare).
 
 whole-process CPU per /bin/true task: a relay engine running --true-tasks tasks of a
 command agent that is /bin/true at capacity 8 (the engine, its fork server, supervisors and
-agents, reaped or not), against a bare Popen loop running /bin/true 8 at a time (target: at
-most 5 ms more per task).
+agents, reaped or not), with the native supervisor and again with the Python one forked,
+against a bare Popen loop running /bin/true 8 at a time (target: at most 5 ms more per task).
 
 agent start, side by side: `true` started one at a time (--starts of each), bare and in the
 sandbox a task's worktree gets (the same bwrap argv relay builds: git entries, hidden paths,
@@ -44,6 +46,7 @@ from pathlib import Path
 
 import tomli_w
 
+from relay_engine.agents import native
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.runner import LaunchSpec, fork_server, launch
 from relay_engine.agents.sandbox import Site, host_sandbox, sandbox_spec
@@ -190,16 +193,18 @@ def tree_cpu() -> float:
 
 
 def supervisor_cpu(root: Path, count: int) -> None:
-    """CPU per start of `true`: bare, forked supervisor, supervisor as a script, in turn."""
+    """CPU per start of `true`: bare, native supervisor, forked supervisor, supervisor as a
+    script, in turn."""
     true = shutil.which("true") or "/bin/true"
     fork_server()  # started before the clock: one per engine, not one per start
-    ways = {"bare fork-exec (Popen)": "bare", "launch(), fork server": "fork",
-            "launch(), script supervisor": "exec"}  # fmt: skip
+    print(f"native supervisor: {native.native_supervisor().binary or native.describe()}")
+    ways = {"bare fork-exec (Popen)": "bare", "launch(), native supervisor": "native",
+            "launch(), fork server": "fork", "launch(), script supervisor": "exec"}  # fmt: skip
     spent = dict.fromkeys(ways.values(), 0.0)
     for i in range(count):
         for mode in spent:
-            if mode == "exec":
-                os.environ["RELAY_SUPERVISOR"] = "exec"
+            if mode != "bare":
+                os.environ["RELAY_SUPERVISOR"] = mode
             before = tree_cpu()
             if mode == "bare":
                 assert subprocess.run([true], check=False).returncode == 0
@@ -220,15 +225,16 @@ def supervisor_cpu(root: Path, count: int) -> None:
     print(f"CPU per start of true, {count} starts of each, in turn (ms):")
     for label, mode in ways.items():
         print(f"  {label:30} {spent[mode] / count * 1e3:7.2f}")
-    over = (spent["fork"] - spent["bare"]) / count * 1e3
-    old = (spent["exec"] - spent["bare"]) / count * 1e3
+    over = {mode: (cpu - spent["bare"]) / count * 1e3 for mode, cpu in spent.items()}
     print(
-        f"  supervisor CPU per start over bare: {over:.2f} ms forked (target <= 2), {old:.2f} ms as a script"
+        f"  supervisor CPU per start over bare: {over['native']:.2f} ms native (target <= 2), "
+        f"{over['fork']:.2f} ms forked, {over['exec']:.2f} ms as a script"
     )
 
 
 def true_tasks(root: Path, tasks: int, tick: float) -> None:
-    """Whole-process CPU per /bin/true task: relay at capacity 8 against a bare loop."""
+    """Whole-process CPU per /bin/true task: relay at capacity 8 against a bare loop, with
+    the native supervisor and with the Python one forked (the fallback), one after the other."""
     true = shutil.which("true") or "/bin/true"
     before = tree_cpu()
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -237,7 +243,21 @@ def true_tasks(root: Path, tasks: int, tick: float) -> None:
         )
     bare = tree_cpu() - before
     assert not any(codes)
-    workspace = root / "true-ws"
+    print(f"whole-process CPU per /bin/true task, {tasks} tasks, 8 at a time (SQLite):")
+    print(f"  bare Popen loop: {bare / tasks * 1e3:6.2f} ms")
+    for mode in ("native", "fork"):
+        os.environ["RELAY_SUPERVISOR"] = mode
+        try:
+            relay, ok, statements = true_run(root / f"true-{mode}", true, tasks, tick)
+        finally:
+            os.environ.pop("RELAY_SUPERVISOR", None)
+        print(f"  relay, {mode} supervisor: {relay / tasks * 1e3:6.2f} ms, {(relay - bare) / tasks * 1e3:.2f} ms "
+              f"over bare (target <= 5; {'all succeeded' if ok else 'NOT ALL SUCCEEDED'}, "
+              f"{statements / tasks:.1f} statements per task)")  # fmt: skip
+
+
+def true_run(workspace: Path, true: str, tasks: int, tick: float) -> tuple[float, bool, int]:
+    """One engine running ``tasks`` /bin/true tasks: (CPU seconds, all succeeded, statements)."""
     workspace.mkdir()
     agent = {"id": "true", "provider": "command", "command": [true], "roles": ["implementer"],
              "sandbox": "none"}  # the bare loop runs no sandbox either  # fmt: skip
@@ -253,10 +273,7 @@ def true_tasks(root: Path, tasks: int, tick: float) -> None:
     relay = tree_cpu() - before
     statements = store.stats.statements - statements
     store.dispose()
-    print(f"whole-process CPU per /bin/true task, {tasks} tasks, 8 at a time (SQLite):")
-    print(f"  bare Popen loop: {bare / tasks * 1e3:6.2f} ms; relay: {relay / tasks * 1e3:6.2f} ms "
-          f"({'all succeeded' if ok else 'NOT ALL SUCCEEDED'}, {statements / tasks:.1f} statements per task)")  # fmt: skip
-    print(f"  relay over bare: {(relay - bare) / tasks * 1e3:.2f} ms per task (target <= 5)")
+    return relay, ok, statements
 
 
 def report_starts(root: Path, count: int) -> None:

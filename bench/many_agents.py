@@ -11,8 +11,11 @@ runs, for ``--seconds`` it measures:
 - ``relay status`` latency (the CLI, whole process, median of 5), against the same command
   on an empty workspace in the same run (the floor a noisy box moves with it);
 - memory per running agent's supervisor: PSS (proportional set size, /proc/PID/smaps_rollup)
-  of every supervisor, median and max; and one supervisor started as a script
-  (``RELAY_SUPERVISOR=exec``, the old way) side by side for the ratio.
+  of every supervisor (the native one, ``supervisor.c``, unless the host cannot build it),
+  median and max; side by side, as many Python supervisors forked by one fork server
+  (``RELAY_SUPERVISOR=fork``, the fallback: they share the server's pages, so they are
+  measured as many at once) and one Python supervisor started as a script
+  (``RELAY_SUPERVISOR=exec``).
 
 Targets: tick median < 50 ms, ``relay status`` < 1 s, PSS per supervisor <= 2 MB. Prints,
 never asserts; not part of the test suite.
@@ -36,6 +39,7 @@ import tomli_w
 from sqlalchemy import func
 from sqlmodel import select
 
+from relay_engine.agents import native
 from relay_engine.agents.runner import LaunchSpec, launch
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Execution, Task
@@ -134,24 +138,33 @@ def ticks_between(stats: dict[str, Any], start: float, end: float) -> list[float
     return [ms for at, ms in stats["ticks"] if start <= at <= end]
 
 
-def exec_supervisor_pss(tmp: Path) -> int | None:
-    """One supervisor started as a script (the way before the fork server), for the ratio."""
-    os.environ["RELAY_SUPERVISOR"] = "exec"
+def python_supervisors_pss(tmp: Path, mode: str, count: int) -> list[int]:
+    """PSS of ``count`` Python supervisors running at once (``RELAY_SUPERVISOR=mode``) from
+    this process, for the side by side: forked ones share their server's pages, so one
+    alone would read twice what each of many does."""
+    os.environ["RELAY_SUPERVISOR"] = mode
+    script = {"RELAY_SIM_SCRIPT": json.dumps({"duration": 60, "lines": 1})}
     try:
-        spec = LaunchSpec(
-            execution_id="bench-exec",
-            argv=[*SIM],
-            cwd=tmp,
-            env={**os.environ, "RELAY_SIM_SCRIPT": json.dumps({"duration": 30, "lines": 1})},
-            timeout_s=60,
-            artifact_dir=tmp / "exec-artifacts",
-        )
-        process = launch(spec)
-        time.sleep(1.0)
-        value = pss_kb(process.pid)
-        process.kill_now()
-        process.wait(10)
-        return value
+        processes = [
+            launch(
+                LaunchSpec(
+                    execution_id=f"bench-{mode}-{i}",
+                    argv=[*SIM],
+                    cwd=tmp,
+                    env={**os.environ, **script},
+                    timeout_s=120,
+                    artifact_dir=tmp / f"{mode}-artifacts" / str(i),
+                )
+            )
+            for i in range(count)
+        ]
+        time.sleep(1.0 + count / 50)
+        values = [kb for process in processes if (kb := pss_kb(process.pid)) is not None]
+        for process in processes:
+            process.kill_now()
+        for process in processes:
+            process.wait(10)
+        return values
     finally:
         os.environ.pop("RELAY_SUPERVISOR", None)
 
@@ -202,8 +215,9 @@ def main() -> None:
     stats = json.loads(stats_file.read_text())
     busy = ticks_between(stats, window_from, window_to)
     idle = ticks_between(stats, idle_from, idle_to)
-    script_pss = exec_supervisor_pss(tmp)
-    report(args.agents, ramp, busy, idle, status_s, pss, script_pss, engine_pss)
+    forked_pss = python_supervisors_pss(tmp, "fork", args.agents)
+    script_pss = python_supervisors_pss(tmp, "exec", 1)
+    report(args.agents, ramp, busy, idle, status_s, pss, engine_pss)
     print(
         f"  of which: the status read {parts[0] * 1000:.0f} ms in-process (median of 5), "
         f"the CLI's interpreter and imports alone {parts[1] * 1000:.0f} ms (median of 3)"
@@ -213,6 +227,7 @@ def main() -> None:
         f"  relay status on an empty workspace, same run: {empty * 1000:.0f} ms (median of 5); "
         f"{args.agents} running agents cost {status / empty:.2f}x that"
     )
+    supervisors_side_by_side(pss, forked_pss, script_pss)
 
 
 def report(
@@ -222,7 +237,6 @@ def report(
     idle: list[float],
     status_s: list[float],
     pss: list[int],
-    script_pss: int | None,
     engine_pss: int | None,
 ) -> None:
     def p95(values: list[float]) -> float:
@@ -244,16 +258,30 @@ def report(
     if pss:
         median = statistics.median(pss) / 1024
         print(
-            f"supervisor PSS: median {median:.2f} MB, max {max(pss) / 1024:.2f} MB over {len(pss)} "
-            f"supervisors; target <= 2 MB"
+            f"supervisor PSS ({native.describe()}): median {median:.2f} MB, "
+            f"max {max(pss) / 1024:.2f} MB over {len(pss)} supervisors; target <= 2 MB"
         )
-        if script_pss:
-            print(f"  a supervisor started as a script: {script_pss / 1024:.2f} MB (ratio forked/script "
-                  f"{median * 1024 / script_pss:.2f})")  # fmt: skip
     if engine_pss:
         print(
             f"engine PSS: {engine_pss / 1024:.1f} MB ({engine_pss / 1024 / agents:.2f} MB per agent)"
         )
+
+
+def supervisors_side_by_side(pss: list[int], forked: list[int], script: list[int]) -> None:
+    """The engine's supervisors' PSS against the Python ones'."""
+    print("supervisor PSS side by side:")
+    if not pss:
+        return
+    median = statistics.median(pss)
+    for label, values in (
+        (f"{len(forked)} Python supervisors forked by one fork server, at once", forked),
+        ("a Python supervisor started as a script", script),
+    ):
+        if values:
+            theirs = statistics.median(values)
+            print(
+                f"  {label}: median {theirs / 1024:.2f} MB (the engine's / these: {median / theirs:.2f})"
+            )
 
 
 if __name__ == "__main__":

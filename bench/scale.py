@@ -211,7 +211,9 @@ def _proc_times(pid: int) -> tuple[float, float]:
 
 
 def _fork_servers(engine_pids: list[int]) -> list[int]:
-    """The engines' fork servers: children of theirs running forkserver.py."""
+    """The engines' fork servers: children of theirs running forkserver.py (none where the
+    native supervisor was built: it is the engine's own child, and what it reaped -- its
+    agent -- is in the engine's reaped time with it)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -238,7 +240,11 @@ def _postgres_pids() -> list[int]:
 
 class CpuSample:
     """Where the machine's CPU went: the engines themselves, what they reaped (supervisors
-    and agents), PostgreSQL, and what stayed idle. Linux only; the bench is."""
+    and agents), PostgreSQL, and what stayed idle. Linux only; the bench is.
+
+    A native supervisor is its engine's child and reaps its agent, so both land in the
+    engine's reaped time (``cutime``/``cstime``) once the engine waits for it, never in the
+    engine's own; a forked Python supervisor is its fork server's, counted with the server."""
 
     def __init__(self, values: dict[str, float], postgres: dict[int, float]) -> None:
         self.values, self.postgres = values, postgres
@@ -251,7 +257,8 @@ class CpuSample:
         servers = [_proc_times(pid) for pid in _fork_servers(engine_pids)]
         values = {
             "engines": sum(own for own, _ in times),
-            # what the engines reaped, and their fork servers with all that those reaped
+            # what the engines reaped (native supervisors with their agents), and their fork
+            # servers (Python supervisors) with all that those reaped
             "supervisors+agents": sum(reaped for _, reaped in times)
             + sum(own + reaped for own, reaped in servers),
             "idle": jiffies[3] + jiffies[4],
