@@ -34,7 +34,7 @@ from relay_engine.store import spend
 from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns
 from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
-from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT
+from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT, record_started, start_values
 
 
 @dataclass(frozen=True)
@@ -370,6 +370,7 @@ def _claim_in_order(
         ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
         claim = _claim_one(session, claimable[task.key], ticket)
         if claim is not None:
+            record_started(session, claim.task, claim.execution_id, now=now)
             claims.append(claim)
             fleet.took(selected, scopes)
     return claims
@@ -506,7 +507,7 @@ class _Ticket:
 
     def values(self, task: Task, execution_id: str) -> dict[str, Any]:
         history = [*(task.execution_history or []), execution_id][-EXECUTION_HISTORY_KEPT:]
-        return {
+        return start_values(self.now) | {
             "attempt": task.attempt + 1,
             "execution_id": execution_id,
             "execution_history": history,
@@ -522,7 +523,8 @@ class _Ticket:
 
 
 def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
-    """Claim a task whose row this transaction holds locked and found unclaimed.
+    """Claim a task whose row this transaction holds locked and found unclaimed, which
+    starts it (:func:`~relay_engine.store.task_rows.start_values`).
 
     A task without a scope is claimed in place: the session writes every such claim of the
     batch in one go at commit. One that takes a scope is a conditional UPDATE in a
@@ -574,6 +576,7 @@ def _execution_row(claim: Claim, engine_id: str, artifacts: Path | None) -> dict
         "attempt": claim.task.attempt,
         "agent": claim.selected.agent_id,
         "provider": claim.selected.provider,
+        "started_at": claim.task.started_at,
         "artifact_dir": str(artifacts / claim.execution_id) if artifacts else None,
     }
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, select
 
 from relay_engine.agents.adapters.base import AgentReport
 from relay_engine.agents.codex_rollout import rollout_readings
@@ -279,6 +279,7 @@ class Reaper:
         pending = list(runtime.exited.values())
         claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
         stale: list[FinishedExecution] = []
+        spawns = dict(runtime.unwritten_spawns)  # written with these exits, in their rows
         with runtime.store.write() as session:
             # The tasks' locks and their jobs' drafts (dependents to release) in one read.
             jobs = {e.live.job_id for e in pending if e.live.task_key}
@@ -294,9 +295,11 @@ class Reaper:
                     kept[live.execution_id] = live.task_key in owned
             # The rows first, in one statement: applying an outcome may still refine one.
             rows = [
-                self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending
+                self._execution_row(session, e, now, kept[e.live.execution_id])
+                | spawns.pop(e.live.execution_id, {})
+                for e in pending
             ]
-            update_by_id(session, Execution, rows)
+            update_by_id(session, Execution, [*rows, *spawns.values()])
             for exit_ in pending:
                 live = exit_.live
                 last = self._new_windows(live, exit_.report, now, final=True)
@@ -315,6 +318,8 @@ class Reaper:
                 budgets.announce(session, spent, runtime.config.engine.budget_warn_at, now)
             asked = [e.live.execution_id for e in pending if e.live.extra.get("asked")]
             asks.cancel_open(session, asked, now)
+        for execution_id in [e.live.execution_id for e in pending] + list(spawns):
+            runtime.unwritten_spawns.pop(execution_id, None)
         daily = _daily_budgets(runtime)
         if any(_changes_fleet(e, daily) for e in pending):
             runtime.forget_fleet()
@@ -459,23 +464,33 @@ class Reaper:
         return LimitDecision(None, limit.reset_at, key, reason)
 
     def save_output(self, now: float) -> None:
-        if not self.runtime.live or now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+        """Every second: the last line of each agent's output (what the console's Running
+        pane shows) and where agents started since run, in one write."""
+        runtime = self.runtime
+        if now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
+            return
+        changed = [lv for lv in runtime.live.values() if lv.last_output != lv.saved_output]
+        spawns = dict(runtime.unwritten_spawns)
+        if not changed and not spawns:
             return
         self._last_output_save = now
-        changed = [lv for lv in self.runtime.live.values() if lv.last_output != lv.saved_output]
-        if not changed:
-            return
-        with self.runtime.store.write() as session:
-            for live in changed:
-                session.exec(
-                    update(Execution)
-                    .where(col(Execution.id) == live.execution_id)
-                    .values(
-                        last_output=self.runtime.redactor.text(live.last_output[:300]),
-                        session_id=live.parser.report.session_id,
-                    )
-                )
-                live.saved_output = live.last_output
+        rows = [
+            {
+                "id": live.execution_id,
+                "last_output": runtime.redactor.text(live.last_output[:300]),
+                "session_id": live.parser.report.session_id,
+            }
+            | spawns.pop(live.execution_id, {})
+            for live in changed
+        ]
+        with runtime.store.write() as session:
+            update_by_id(session, Execution, [*rows, *spawns.values()])
+        for live in changed:
+            live.saved_output = live.last_output
+        for row in rows:
+            runtime.unwritten_spawns.pop(row["id"], None)
+        for execution_id in spawns:
+            runtime.unwritten_spawns.pop(execution_id, None)
 
 
 def _spent_anything(exit_: FinishedExecution) -> bool:

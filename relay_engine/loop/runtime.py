@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session
 
@@ -42,6 +43,8 @@ class EngineRuntime:
     redactor: Redactor = field(init=False)
     live: dict[str, LiveExecution] = field(default_factory=dict)
     exited: dict[str, FinishedExecution] = field(default_factory=dict)
+    # Where started agents run (their execution rows' spawn values), for the next write.
+    unwritten_spawns: dict[str, dict[str, Any]] = field(default_factory=dict)
     dirty_jobs: set[str] = field(default_factory=set)
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
     _fleet: FleetView | None = field(default=None, init=False, repr=False)

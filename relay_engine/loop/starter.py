@@ -62,10 +62,9 @@ from relay_engine.ops.failed_starts import (
 )
 from relay_engine.ops.prompt_context import prompt_context
 from relay_engine.store import spend
-from relay_engine.store.db import update_by_id
 from relay_engine.store.events import EventKind
-from relay_engine.store.schema import Execution, Job, PermissionRule, Task
-from relay_engine.store.task_rows import move_task, start_claimed, timeout_for
+from relay_engine.store.schema import Job, PermissionRule, Task
+from relay_engine.store.task_rows import move_task, timeout_for
 
 REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
 SPARE_PER_SLOT = 1  # alternates chosen per free slot, claimed if another engine took a first pick
@@ -259,21 +258,26 @@ class Starter:
         failed: list[tuple[Claim, str | AgentFailure | Deferred]],
         now: float,
     ) -> None:
-        with self.runtime.store.write() as session:
-            # RUNNING, unless the task was taken from its execution meanwhile: fenced in SQL.
-            running = start_claimed(
-                session, {c.task.key: c.execution_id for c, *_ in started}, now=now
+        """Where each agent runs is written with the engine's next write (its exit, or the
+        output it saves within a second): the claim already started the task. A write of
+        their own only for starts that change more than their execution's row -- a pin's
+        count, the operator's words their prompt carried, a handed-back task's kept work --
+        and for launches that failed."""
+        redactor = self.runtime.redactor
+        for _, live, spec, request in started:
+            self.runtime.unwritten_spawns[request.execution_id] = spawn_row(
+                request, live, spec, now, redactor
             )
-            redactor = self.runtime.redactor
-            rows = [
-                spawn_row(request, live, spec, now, redactor) for _, live, spec, request in started
-            ]
-            if rows:  # one statement for the batch's execution rows
-                update_by_id(session, Execution, rows)
-            for claim, *_ in started:
+        said = {c.execution_id: self._said.pop(c.execution_id, ()) for c, *_ in started}
+        more = [c for c, *_ in started if _changes_more(c, said[c.execution_id])]
+        if not more and not failed:
+            return
+        with self.runtime.store.write() as session:
+            for claim in more:
                 dispatch.count_assignment(session, claim, now)
-                self._drop_said(session, claim, started=claim.task.key in running)
+                self._after_start(session, claim, said[claim.execution_id])
             for claim, error in failed:
+                self._said.pop(claim.execution_id, None)
                 self._launch_failed(session, claim.task.key, claim.execution_id, error, now)
         if any(isinstance(error, Deferred) for _, error in failed):
             raise DiskFull("no space left for the artifacts of new executions")
@@ -412,16 +416,17 @@ class Starter:
             checks=self.runtime.config.git.merge_checks if task.kind == merge_prep.KIND else (),
         )
 
-    def _drop_said(self, session: Session, claim: Claim, *, started: bool) -> None:
-        """What the operator said went into this run's prompt: a started task no longer
-        carries it (read again under the lock its start took: words said since stay)."""
-        said = self._said.pop(claim.execution_id, ())
-        if not started or not said:
+    def _after_start(self, session: Session, claim: Claim, said: tuple[str, ...]) -> None:
+        """A started task no longer carries the operator's words its prompt did (read again
+        under the row's lock: words said since stay), nor a hand-back's kept work."""
+        if not said and not claim.task.keep_work:
             return
-        task = session.get(Task, claim.task.key, populate_existing=True)
-        if task is not None:
-            task.operator_notes = [n for n in task.operator_notes or [] if n not in said]
-            session.add(task)
+        task = session.get(Task, claim.task.key, populate_existing=True, with_for_update=True)
+        if task is None or task.execution_id != claim.execution_id:
+            return
+        task.operator_notes = [n for n in task.operator_notes or [] if n not in said]
+        task.keep_work = False
+        session.add(task)
 
     def _launch_failed(
         self,
@@ -531,6 +536,11 @@ class Starter:
         if fresh is None or fresh.state != TaskState.QUEUED or fresh.execution_id:
             return None
         return fresh
+
+
+def _changes_more(claim: Claim, said: tuple[str, ...]) -> bool:
+    """Whether a start writes more than its execution's row (see ``_record_starts``)."""
+    return claim.selected.via == "pin" or bool(said) or claim.task.keep_work
 
 
 def _describe(failed: str | AgentFailure | Deferred) -> str:

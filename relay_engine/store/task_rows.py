@@ -2,19 +2,18 @@
 timestamped and logged together.
 
 Every path that changes a task's state (completion, recovery, operator commands,
-readiness) goes through :func:`move_task` -- or, for a batch of claimed tasks starting,
-:func:`start_claimed`, its one-statement form -- so the transition table is enforced in
-one place and the change feed never misses a change.
+readiness) goes through :func:`move_task` -- or, for a claim (which starts its task in the
+same write), :func:`start_values` and :func:`record_started` -- so the transition table is
+enforced in one place and the change feed never misses a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlalchemy import tuple_
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, select
 
 from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import (
@@ -65,43 +64,27 @@ def move_task(
     return task
 
 
-STARTED_COLUMNS = (
-    col(Task.key), col(Task.job_id), col(Task.agent), col(Task.provider), col(Task.attempt),
-    col(Task.max_attempts),
-)  # fmt: skip
-
-
-def start_claimed(session: Session, claims: Mapping[str, str], *, now: float) -> dict[str, Any]:
-    """QUEUED to RUNNING for every claimed task (key -> execution id) its execution still
-    owns, in one conditional UPDATE: the fencing check and the write are one statement, so
-    a task another engine took meanwhile (its execution id changed) is left as it is.
-    Returns the started ones (key -> row of key, job id, agent, provider, attempts),
-    each with its ``task.started`` event appended, as :func:`move_task` would."""
-    if not claims:
-        return {}
+def start_values(now: float) -> dict[str, Any]:
+    """What a claim writes on its task besides the claim itself: QUEUED to RUNNING. A claim
+    starts its task in the same write (the agent is spawned right after it commits), so a
+    start costs no transaction of its own; a launch that then fails moves the task on from
+    RUNNING as any failed run does."""
     check_task(TaskState.QUEUED, TaskState.RUNNING)  # the only state a claim starts from
-    pairs = sorted(claims.items())
-    query = (
-        update(Task)
-        .where(tuple_(col(Task.key), col(Task.execution_id)).in_(pairs))
-        .where(col(Task.state) == TaskState.QUEUED)
-        .values(state=TaskState.RUNNING, started_at=now, updated_at=now, keep_work=False)
-        .returning(*STARTED_COLUMNS)
-        .execution_options(synchronize_session=False)
+    return {"state": TaskState.RUNNING, "started_at": now}
+
+
+def record_started(session: Session, task: Task, execution_id: str, *, now: float) -> None:
+    """The ``task.started`` event of a task its claim just started (see :func:`start_values`),
+    appended in the claim's transaction."""
+    record_event(
+        session,
+        EventKind.TASK_STARTED,
+        f"{task.key} started on {task.agent} (attempt {task.attempt}/{task.max_attempts})",
+        now=now,
+        job_id=task.job_id,
+        task_key=task.key,
+        data={"agent": task.agent, "provider": task.provider, "execution": execution_id},
     )
-    started = {row.key: row for row in session.execute(query)}
-    for key in sorted(started):
-        row = started[key]
-        record_event(
-            session,
-            EventKind.TASK_STARTED,
-            f"{key} started on {row.agent} (attempt {row.attempt}/{row.max_attempts})",
-            now=now,
-            job_id=row.job_id,
-            task_key=key,
-            data={"agent": row.agent, "provider": row.provider, "execution": claims[key]},
-        )
-    return started
 
 
 def _release_claim(task: Task) -> None:
