@@ -65,6 +65,12 @@ SETTLING_KINDS = (
 """Task events after which a job may be done, whoever recorded them."""
 
 
+EXITS_LAND_TOGETHER_S = 0.005
+"""How long a wake waits for the exits that land with the one that woke it: agents started
+together often end together, and a tick has a cost of its own (the queue read, the claim,
+the exit write) whether it writes one exit or all of them."""
+
+
 class Engine:
     """One engine process (or thread) working a workspace's database."""
 
@@ -113,7 +119,6 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = feed.START
-        self._place = Place()  # among the live engines, re-read with each heartbeat
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
 
@@ -175,7 +180,8 @@ class Engine:
                 if until_idle and self.did_chores and not changed and self.is_idle(waits, before):
                     self._settle_all_jobs()
                     break
-                self._wake.wait(self.config.engine.tick_seconds)
+                if self._wake.wait(self.config.engine.tick_seconds) and self.live:
+                    self._stop.wait(EXITS_LAND_TOGETHER_S)
                 self._wake.clear()
         finally:
             self._stop.set()
@@ -324,7 +330,7 @@ class Engine:
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
-            if takes_turn(self._place, now, self.config.engine.tick_seconds):
+            if takes_turn(self.runtime.place, now, self.config.engine.tick_seconds):
                 self.runtime.forget_fleet()  # what other engines recorded is read again
                 changed |= self._fleet_chores(now)
             changed |= self.rounds.start_planners(now)
@@ -439,7 +445,7 @@ class Engine:
                 renewed.update(session.execute(renewal).scalars())
             live = live_engine_ids(session, now, self.config.engine.lease_seconds)
         self.runtime.extend_deadlines(lease_until, renewed)
-        self._place = Place.among(self.id, live)
+        self.runtime.place = Place.among(self.id, live)
 
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an

@@ -21,6 +21,7 @@ from relay_engine.contracts.config import RelayConfig
 from relay_engine.core.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.core.redaction import Redactor
 from relay_engine.core.selection import FleetView
+from relay_engine.core.turns import Place
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
@@ -46,6 +47,7 @@ class EngineRuntime:
     # Where started agents run (their execution rows' spawn values), for the next write.
     unwritten_spawns: dict[str, dict[str, Any]] = field(default_factory=dict)
     dirty_jobs: set[str] = field(default_factory=set)
+    place: Place = field(default_factory=Place)  # among the live engines, per heartbeat
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
     _fleet: FleetView | None = field(default=None, init=False, repr=False)
     generation: int = field(default=0, init=False)  # counts forget_fleet calls

@@ -67,7 +67,6 @@ from relay_engine.store.schema import Job, PermissionRule, Task
 from relay_engine.store.task_rows import move_task, timeout_for
 
 REFILL_ROUNDS = 3  # claim rounds a tick may take to fill slots of passed-over candidates
-SPARE_PER_SLOT = 1  # alternates chosen per free slot, claimed if another engine took a first pick
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ class Starter:
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        for task in dispatch.choose(view, spare=view.free * SPARE_PER_SLOT):
+        for task in dispatch.choose(view, spare=self._alternates(view.free)):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
@@ -197,6 +196,14 @@ class Starter:
         known = (budgeted, view.owned)
         started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
         return started or changed
+
+    def _alternates(self, free: int) -> int:
+        """Candidates chosen beyond the free slots, claimed in place of first picks another
+        engine took since the queue was read: one per free slot for each live engine. The
+        engines read the same top of the queue, so the more of them there are, the more of
+        a read's first picks are gone by its claim, and a claim left with none costs a
+        round of reads and a claim more."""
+        return free * self.runtime.place.size
 
     def _start(
         self,
