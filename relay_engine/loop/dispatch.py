@@ -16,12 +16,14 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, or_, text, tuple_
+from sqlalchemy import BindParameter, ColumnElement, bindparam, case, or_, text, tuple_
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, insert, select, update
+from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
 from relay_engine.core.faults import is_busy
@@ -190,23 +192,41 @@ def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
     return sum(1 for task in tasks if task.lease_owner == engine_id)
 
 
-def _ready(busy: set[tuple[str, str]], exclude: frozenset[str]) -> ColumnsSelect:
-    """Unclaimed QUEUED tasks whose workstream is not busy (the database skips the rest)."""
+_ORDER = (col(Task.priority), col(Task.created_at), col(Task.key))  # dispatch order
+
+
+@cache
+def _queue_page(page: int, *, busy: bool, excluding: bool, after: bool) -> ColumnsSelect:
+    """A page of unclaimed QUEUED tasks not back from a limit, in dispatch order, whose
+    workstream is not busy (the database skips the rest): built once per shape, its values
+    bound at each read (``busy`` and ``exclude`` expanding, the last row's ``after_*``).
+    Every dispatch of every engine reads it; building it anew each time cost more than
+    sending it."""
     query = select_columns(*QUEUE_COLUMNS).where(
-        Task.state == TaskState.QUEUED, col(Task.execution_id).is_(None)
+        Task.state == TaskState.QUEUED,
+        col(Task.execution_id).is_(None),
+        col(Task.resumed_at).is_(None),
     )
-    if exclude:
-        query = query.where(col(Task.key).not_in(sorted(exclude)))
+    if excluding:
+        query = query.where(col(Task.key).not_in(bindparam("exclude", expanding=True)))
     if busy:
-        free_scope = tuple_(Task.job_id, Task.workstream).not_in(sorted(busy))
+        free_scope = tuple_(Task.job_id, Task.workstream).not_in(bindparam("busy", expanding=True))
         query = query.where(or_(col(Task.workstream).is_(None), free_scope))
-    return query
+    if after:
+        last = tuple_(*(bindparam(f"after_{i}") for i in range(len(_ORDER))))
+        query = query.where(tuple_(*_ORDER) > last)
+    return query.order_by(*_ORDER).limit(page)
+
+
+@cache
+def _resumed_query() -> ColumnsSelect:
+    return select_columns(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0)
 
 
 def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[str]) -> list[Any]:
     """Work back from a provider limit, which dispatches first: few rows, found through
     their own index and checked here (see :func:`_claimed` for why not in SQL)."""
-    rows = column_rows(session, select_columns(*QUEUE_COLUMNS).where(col(Task.resumed_at) > 0))
+    rows = column_rows(session, _resumed_query())
     return [
         r
         for r in rows
@@ -226,17 +246,17 @@ def _top_of_queue(
     page = max(4 * free, QUEUE_PAGE_MIN)
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
-    order = (col(Task.priority), col(Task.created_at), col(Task.key))
-    after: tuple[Any, ...] | None = None
+    params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy)}
+    after = False
     while True:
-        query = _ready(busy, exclude).where(col(Task.resumed_at).is_(None))
-        if after is not None:
-            query = query.where(tuple_(*order) > tuple_(*after))
-        batch = list(column_rows(session, query.order_by(*order).limit(page)))
+        query = _queue_page(page, busy=bool(busy), excluding=bool(exclude), after=after)
+        batch = list(column_rows(session, query, params))
         rows += batch
         if len(batch) < page or _fills(rows, running, free):
             return rows
-        after = (batch[-1].priority, batch[-1].created_at, batch[-1].key)
+        last = batch[-1]
+        params |= {"after_0": last.priority, "after_1": last.created_at, "after_2": last.key}
+        after = True
 
 
 def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
@@ -449,6 +469,18 @@ def _claimable(session: Session, keys: list[str], take: int | None = None) -> di
     right now (those rows are skipped, not waited for), read whole under their row lock:
     the first ``take`` of them in the order of ``keys``, when given (the database locks
     only the rows it returns)."""
+    take = take if take is not None and take < len(keys) else None
+    query = _claimable_query(len(keys), take)
+    params = {f"key_{i}": key for i, key in enumerate(keys)}
+    return {task.key: task for task in session.exec(query, params=params)}
+
+
+@cache
+def _claimable_query(count: int, take: int | None) -> SelectOfScalar[Task]:
+    """:func:`_claimable`'s statement for ``count`` keys (``key_0`` …, ranked in that
+    order when only ``take`` rows are to be locked): built once per shape, as every claim
+    of every engine runs it."""
+    keys: list[BindParameter[str]] = [bindparam(f"key_{i}") for i in range(count)]
     query = (
         select(Task)
         .where(col(Task.key).in_(keys), Task.state == TaskState.QUEUED)
@@ -456,10 +488,10 @@ def _claimable(session: Session, keys: list[str], take: int | None = None) -> di
         .with_for_update(skip_locked=True)
         .execution_options(populate_existing=True)
     )
-    if take is not None and take < len(keys):
-        rank = case({key: i for i, key in enumerate(keys)}, value=Task.key)
-        query = query.order_by(rank).limit(take)
-    return {task.key: task for task in session.exec(query)}
+    if take is None:
+        return query
+    rank = case(*((col(Task.key) == key, i) for i, key in enumerate(keys)))
+    return query.order_by(rank).limit(take)
 
 
 def _skipped(keys: list[str], claimable: dict[str, Task], take: int | None) -> list[str]:

@@ -56,10 +56,13 @@ def select_columns(*columns: Any) -> ColumnsSelect:
     return Select(*columns)
 
 
-def column_rows(session: Session, query: ColumnsSelect) -> Iterator[Any]:
+def column_rows(
+    session: Session, query: ColumnsSelect, params: dict[str, Any] | None = None
+) -> Iterator[Any]:
     """The rows of a :func:`select_columns` query, read by column name (``row.key``):
-    SQLAlchemy's ``Row`` attributes are untyped (its stubs see a plain tuple)."""
-    return iter(session.exec(query))
+    SQLAlchemy's ``Row`` attributes are untyped (its stubs see a plain tuple). ``params``
+    bind a statement built once with bind parameters."""
+    return iter(session.exec(query, params=params))
 
 
 def update_by_id(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:

@@ -76,6 +76,22 @@ def test_the_top_of_the_queue_is_read_in_dispatch_order(workspace: Workspace) ->
     assert chosen == ["j/resumed00000", "j/resumed00001", "j/urgent00000", "j/urgent00001"]
 
 
+def test_a_page_that_cannot_fill_the_slots_reads_on_to_the_next(workspace: Workspace) -> None:
+    """A workstream runs one task at a time, so a page of it fills one slot: the read goes
+    on past that page's last row (and past what this tick's claims passed over)."""
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        page = dispatch.QUEUE_PAGE_MIN
+        session.execute(insert(Task), queued_rows(page + 8, now, priority="P0", workstream="w"))
+        session.execute(insert(Task), queued_rows(2, now + 10, prefix="free", priority="P3"))
+    with store.read() as session:
+        view = dispatch.read_queue(session, capacity=2, exclude=frozenset({"j/free00000"}))
+    assert len(view.queued) == page + 8 + 1  # two pages; the passed-over one left unread
+    assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "j/free00001"]
+
+
 def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work(
     workspace: Workspace,
 ) -> None:
