@@ -279,7 +279,6 @@ class Reaper:
         pending = list(runtime.exited.values())
         claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
         stale: list[FinishedExecution] = []
-        spawns = dict(runtime.unwritten_spawns)  # written with these exits, in their rows
         with runtime.store.write() as session:
             # The tasks' locks and their jobs' drafts (dependents to release) in one read.
             jobs = {e.live.job_id for e in pending if e.live.task_key}
@@ -294,12 +293,10 @@ class Reaper:
                 else:
                     kept[live.execution_id] = live.task_key in owned
             # The rows first, in one statement: applying an outcome may still refine one.
-            rows = [
-                self._execution_row(session, e, now, kept[e.live.execution_id])
-                | spawns.pop(e.live.execution_id, {})
-                for e in pending
-            ]
-            update_by_id(session, Execution, [*rows, *spawns.values()])
+            rows = self._with_spawns(
+                [self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending]
+            )
+            update_by_id(session, Execution, rows)
             for exit_ in pending:
                 live = exit_.live
                 last = self._new_windows(live, exit_.report, now, final=True)
@@ -318,8 +315,7 @@ class Reaper:
                 budgets.announce(session, spent, runtime.config.engine.budget_warn_at, now)
             asked = [e.live.execution_id for e in pending if e.live.extra.get("asked")]
             asks.cancel_open(session, asked, now)
-        for execution_id in [e.live.execution_id for e in pending] + list(spawns):
-            runtime.unwritten_spawns.pop(execution_id, None)
+        self._spawns_written(rows)
         daily = _daily_budgets(runtime)
         if any(_changes_fleet(e, daily) for e in pending):
             runtime.forget_fleet()
@@ -470,27 +466,37 @@ class Reaper:
         if now - self._last_output_save < OUTPUT_SAVE_INTERVAL_S:
             return
         changed = [lv for lv in runtime.live.values() if lv.last_output != lv.saved_output]
-        spawns = dict(runtime.unwritten_spawns)
-        if not changed and not spawns:
+        if not changed and not runtime.unwritten_spawns:
             return
         self._last_output_save = now
-        rows = [
-            {
-                "id": live.execution_id,
-                "last_output": runtime.redactor.text(live.last_output[:300]),
-                "session_id": live.parser.report.session_id,
-            }
-            | spawns.pop(live.execution_id, {})
-            for live in changed
-        ]
+        rows = self._with_spawns(
+            [
+                {
+                    "id": live.execution_id,
+                    "last_output": runtime.redactor.text(live.last_output[:300]),
+                    "session_id": live.parser.report.session_id,
+                }
+                for live in changed
+            ]
+        )
         with runtime.store.write() as session:
-            update_by_id(session, Execution, [*rows, *spawns.values()])
+            update_by_id(session, Execution, rows)
         for live in changed:
             live.saved_output = live.last_output
+        self._spawns_written(rows)
+
+    def _with_spawns(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """These execution rows with where their agents run merged in, when the starter left
+        that for the next write (see ``Starter._record_starts``), then the other executions'
+        such values: one UPDATE per set of columns writes them all."""
+        spawns = dict(self.runtime.unwritten_spawns)
+        merged = [row | spawns.pop(row["id"], {}) for row in rows]
+        return [*merged, *spawns.values()]
+
+    def _spawns_written(self, rows: list[dict[str, Any]]) -> None:
+        """Once their transaction committed: a failed write keeps them for the next."""
         for row in rows:
-            runtime.unwritten_spawns.pop(row["id"], None)
-        for execution_id in spawns:
-            runtime.unwritten_spawns.pop(execution_id, None)
+            self.runtime.unwritten_spawns.pop(row["id"], None)
 
 
 def _spent_anything(exit_: FinishedExecution) -> bool:

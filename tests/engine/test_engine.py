@@ -248,3 +248,29 @@ def test_a_job_left_active_by_a_dead_engine_is_settled_by_the_next(workspace: Wo
 
     assert run_until_idle(workspace.engine()) is True
     assert jobs(store)["orphan-job"].state == "SUCCEEDED"
+
+
+def test_a_claim_starts_its_task_and_where_the_agent_runs_follows_within_a_second(
+    workspace: Workspace,
+) -> None:
+    """The claim writes RUNNING and task.started; the spawn has no write of its own, and
+    the pid, command line and folder reach the execution's row with the output the engine
+    saves every second, long before the agent exits. The exit then writes the rest."""
+    workspace.submit(job_toml("slow", [{"id": "t", "sim": sim(duration=4.0, lines=4)}]))
+    store = workspace.store()
+    with running_engine(workspace.engine()):
+        wait_for(lambda: task_state(store, "slow/t") == "RUNNING", timeout=20, what="RUNNING")
+        (started,) = events(store, "task.started")
+        (run,) = executions(store)
+        assert run.started_at is not None and run.ended_at is None
+        recorded = wait_for(
+            lambda: next((r for r in executions(store) if r.pid is not None), None),
+            timeout=5,
+            what="the spawn on the execution's row",
+        )
+        assert recorded.ended_at is None  # written while the agent still runs
+        assert recorded.argv and recorded.cwd and recorded.pgid == recorded.pid
+        assert started.data == {"agent": run.agent, "provider": run.provider, "execution": run.id}
+        wait_for(lambda: task_state(store, "slow/t") == "SUCCEEDED", timeout=30, what="done")
+    (finished,) = executions(store)
+    assert (finished.pid, finished.outcome) == (recorded.pid, "succeeded")
