@@ -2,8 +2,8 @@
 
 For every agent: its executable and version, whether that version's ``--help`` knows every
 flag (and flag value) relay will pass, the login state where the CLI can tell offline,
-and the access flags relay passes; for the host, which supervisor the agents run under
-(:func:`which_supervisor`). The judging is pure (:func:`argv_problems`, :func:`judge`);
+and the access flags relay passes (which supervisor the host's agents run under is
+:func:`relay_engine.agents.native.describe`). The judging is pure (:func:`argv_problems`, :func:`judge`);
 :func:`check_agent` runs the CLI's own read-only subcommands to gather facts.
 """
 
@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay_engine.agents import native
 from relay_engine.agents.adapters.base import InvocationContext
 from relay_engine.agents.launch import account_vars, adapter_for, executable_of
 from relay_engine.agents.sandbox import HostSandbox, probe
@@ -427,11 +426,3 @@ def diagnose(
         judge(agent, check_agent(agent, base_env, workspace), is_root, host.problem)
         for agent in agents
     ]
-
-
-def which_supervisor() -> str:
-    """Which supervisor this host's agents run under, and why: the native one where it could
-    be built (and where it is cached), else the Python fallback and what kept the native one
-    from being built ("python fork server — no C compiler: cc not found"). Building it, if
-    it is not cached yet, is part of the check."""
-    return native.describe()

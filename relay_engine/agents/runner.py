@@ -420,8 +420,8 @@ def _start_supervisor(spec: LaunchSpec, control_fd: int, executable: str | None 
             return _Started(*server.spawn(spec, control_fd, executable))
         except ForkServerGone:
             log.warning("the fork server is gone: starting this supervisor as a script")
-    proc = _spawn_supervisor(spec, control_fd, executable)
-    return _Started(proc.pid, proc.stdin, proc)
+    proc, stdin = _spawn_supervisor(spec, control_fd, executable)
+    return _Started(proc.pid, stdin, proc)
 
 
 def _spawn_native(
@@ -434,25 +434,20 @@ def _spawn_native(
     cache cleaned under a running engine): the next start builds it again."""
     argv = [NATIVE_ARGV0, *supervisor_options(spec, CONTROL_FD, executable)]
     env = {**spec.env, EXECUTION_ENV: spec.execution_id}
-    stdio = _Stdio.open(spec)
-    targets = (*stdio.fds, control_fd)  # to 0, 1, 2 and CONTROL_FD, in that order
-    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(targets)]
-    try:
-        pid = os.posix_spawn(
-            binary, argv, env, file_actions=actions, setsid=True, setsigdef=RESTORED_SIGNALS
-        )
-    except OSError as error:
-        stdio.abandon()
-        if os.access(binary, os.X_OK):
-            raise _launch_error(spec, error) from error
-        log.warning("the native supervisor is gone (%s): building it again", error)
-        native.forget()
-        return None
-    except BaseException:
-        stdio.abandon()
-        raise
-    finally:
-        stdio.close()
+    with _Stdio.open(spec) as stdio:
+        targets = (*stdio.fds, control_fd)  # to 0, 1, 2 and CONTROL_FD, in that order
+        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(targets)]
+        try:
+            pid = os.posix_spawn(
+                binary, argv, env, file_actions=actions, setsid=True, setsigdef=RESTORED_SIGNALS
+            )
+        except OSError as error:
+            if os.access(binary, os.X_OK):
+                raise _launch_error(spec, error) from error
+            stdio.abandon()
+            log.warning("the native supervisor is gone (%s): building it again", error)
+            native.forget()
+            return None
     return _Started(pid, stdio.writer, own_child=True)
 
 
@@ -491,27 +486,26 @@ def _check_executable(spec: LaunchSpec, exe: str) -> str:
 
 def _spawn_supervisor(
     spec: LaunchSpec, control_fd: int, executable: str | None = None
-) -> subprocess.Popen[bytes]:
-    with (
-        open(spec.artifact_dir / STDOUT_NAME, "wb") as out,
-        open(spec.artifact_dir / STDERR_NAME, "wb") as err,
-    ):
+) -> tuple[subprocess.Popen[bytes], IO[bytes] | None]:
+    """The Python supervisor started as a script: (its Popen, the agent's stdin when relay
+    writes to it)."""
+    with _Stdio.open(spec) as stdio:
+        stdin, stdout, stderr = stdio.fds
         try:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 supervisor_argv(spec, control_fd, executable),
                 cwd=spec.cwd,
                 env={**spec.env, EXECUTION_ENV: spec.execution_id},
-                stdin=subprocess.PIPE
-                if spec.stdin_text is not None or spec.conversation
-                else subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=(control_fd,),
             )
         except OSError as exc:
             raise _launch_error(spec, exc) from exc
+    return proc, stdio.writer
 
 
 def _launch_error(spec: LaunchSpec, error: OSError) -> LaunchError:
@@ -778,7 +772,9 @@ _devnull: list[int] = []  # one /dev/null per process, every agent's stdin that 
 class _Stdio:
     """An agent's stdin, stdout and stderr as bare descriptors, for a supervisor to get
     copies of (no io objects to build and tear down per start): output straight into its
-    artifact files; stdin the process's one /dev/null, or a pipe when relay writes to it."""
+    artifact files; stdin the process's one /dev/null, or a pipe when relay writes to it.
+    Every way of starting a supervisor opens them ``with`` it: they are closed once the
+    supervisor has its copies, and relay's end of the stdin pipe too when it got none."""
 
     fds: tuple[int, int, int]
     writer: IO[bytes] | None  # the pipe's end relay writes the agent's stdin to
@@ -803,9 +799,14 @@ class _Stdio:
             raise
         return cls((stdin, owned[0], owned[1]), writer, owned)
 
-    def close(self) -> None:
+    def __enter__(self) -> _Stdio:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         for fd in self.owned:
             os.close(fd)
+        if kind is not None:
+            self.abandon()
 
     def abandon(self) -> None:
         """No supervisor got them: relay's end of the stdin pipe goes too."""
@@ -843,14 +844,8 @@ class ForkServer:
     ) -> tuple[int, IO[bytes] | None]:
         """Fork a supervisor for ``spec`` with output straight to its artifact files:
         (its pid, the agent's stdin when relay writes to it)."""
-        stdio = _Stdio.open(spec)
-        try:
+        with _Stdio.open(spec) as stdio:
             pid = self._ask(_fork_request(spec, executable), [*stdio.fds, control_fd])
-        except BaseException:
-            stdio.abandon()
-            raise
-        finally:
-            stdio.close()
         return pid, stdio.writer
 
     def _ask(self, request: dict[str, Any], fds: list[int]) -> int:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from relay_engine.agents.doctor import diagnose, offline_login, which_supervisor
+from relay_engine.agents import native
+from relay_engine.agents.doctor import diagnose, offline_login
 from relay_engine.agents.launch import account_vars
 from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.cli.inbox import command
@@ -82,7 +83,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         dumped = [{**asdict(row), "ok": row.ok} for row in rows]
         sandbox = {"works": host.problem is None, "bwrap": host.bwrap, "problem": host.problem}
-        report = {"agents": dumped, "sandbox": sandbox, "supervisor": which_supervisor()}
+        report = {"agents": dumped, "sandbox": sandbox, "supervisor": native.describe()}
         print(json.dumps({**report, "warnings": warnings}, indent=2))
         return 1 if broken else 0
     table = Table(title="relay doctor", title_justify="left")
@@ -120,7 +121,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     if host.problem is None:
         console.print(f"sandbox: {host.detail}")
-    console.print(f"supervisor: {which_supervisor()}", markup=False, highlight=False)
+    console.print(f"supervisor: {native.describe()}", markup=False, highlight=False)
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     if broken:
