@@ -766,6 +766,16 @@ def cap_file(path: Path, max_bytes: int) -> int:
 
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 _devnull: list[int] = []  # one /dev/null per process, every agent's stdin that reads none
+_devnull_opening = threading.Lock()
+
+
+def _devnull_fd() -> int:
+    """The process's one /dev/null, opened by the first start: under a lock, as the spawn
+    threads start agents side by side and a second one opened would never be closed."""
+    with _devnull_opening:
+        if not _devnull:
+            _devnull.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        return _devnull[0]
 
 
 @dataclass
@@ -782,13 +792,11 @@ class _Stdio:
 
     @classmethod
     def open(cls, spec: LaunchSpec) -> _Stdio:
-        if not _devnull:
-            _devnull.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
         owned: list[int] = []
         try:
             for name in (STDOUT_NAME, STDERR_NAME):
                 owned.append(os.open(spec.artifact_dir / name, _OUTPUT_FLAGS, 0o666))
-            stdin, writer = _devnull[0], None
+            stdin, writer = _devnull_fd(), None
             if spec.stdin_text is not None or spec.conversation:
                 stdin, write_end = os.pipe()
                 owned.append(stdin)

@@ -334,3 +334,37 @@ def test_the_fork_server_exits_quietly_when_its_engine_dies_before_the_answer(
     _, stderr = server.communicate(timeout=30)
     assert b"Traceback" not in stderr, stderr.decode()
     assert server.returncode == 0
+
+
+SIDE_BY_SIDE = """
+import os, shutil, sys, threading
+from pathlib import Path
+from relay_engine.agents.runner import LaunchSpec, launch
+
+def devnulls():
+    return sum(os.path.realpath(f"/proc/self/fd/{fd}") == os.devnull
+               for fd in os.listdir("/proc/self/fd"))
+
+root, before = Path(sys.argv[1]), devnulls()
+gate = threading.Barrier(8)
+def start(i):
+    spec = LaunchSpec(execution_id=f"side{i}", argv=[shutil.which("true")], cwd=root,
+                      env=dict(os.environ), timeout_s=30, artifact_dir=root / f"side{i}")
+    spec.artifact_dir.mkdir()
+    gate.wait()
+    launch(spec).wait(timeout=20)
+threads = [threading.Thread(target=start, args=(i,)) for i in range(8)]
+for thread in threads: thread.start()
+for thread in threads: thread.join()
+print(devnulls() - before)
+"""
+
+
+def test_agents_started_side_by_side_share_one_dev_null(tmp_path: Path) -> None:
+    """The engine's spawn threads start agents at once: every one of them reads the
+    process's one /dev/null, and no start leaves another open behind it."""
+    script = subprocess.run(
+        [sys.executable, "-c", SIDE_BY_SIDE, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert script.stdout.strip() == "1"
