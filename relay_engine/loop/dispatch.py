@@ -103,7 +103,11 @@ def busy_tasks(session: Session) -> list[Any]:
     return [row for row in rows if row.state in BUSY_STATES]
 
 
-QUEUE_PAGE_MIN = 32
+QUEUE_PAGE_MIN = 16
+"""The fewest queued rows one page reads: a page is twice the candidates dispatch wants
+(free slots and alternates), so a few the scheduler turns down (a workstream's second task,
+a shared directory's) rarely cost another query. Each row read costs its decoding and its
+scheduling facts twice; an engine with two slots read 32 of them every tick."""
 
 
 @dataclass
@@ -128,6 +132,7 @@ def read_queue(
     exclude: frozenset[str] = frozenset(),
     kept: QueueKept | None = None,
     own: Counter[str] | None = None,
+    alternates: int = 0,
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
@@ -136,7 +141,8 @@ def read_queue(
     fill the free slots (a few pages, in dispatch order, over ``ix_relay_task_queue``), so
     the cost of a dispatch does not grow with the length of the queue. ``exclude`` are
     tasks a claim of this tick passed over (another session holds their rows): the next
-    candidates are read in their place.
+    candidates are read in their place. ``alternates``: how many candidates per free slot the
+    caller chooses beyond it (``spare`` in :func:`choose`), read with them.
 
     ``own`` is this engine's claims by agent, when the caller counts them itself and no
     fleet-wide cap needs the other engines' (only this engine claims against its slots).
@@ -148,7 +154,8 @@ def read_queue(
     if own is not None and max_running is None and not kept.scoped:
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
-        queued = _top_of_queue(session, [], free, exclude, kept) if free > 0 else []
+        spare = free * alternates
+        queued = _top_of_queue(session, [], free, spare, exclude, kept) if free > 0 else []
         view = _view(session, queued, [], free, kept, own, owned)
         kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
         if not kept.scoped:
@@ -156,7 +163,8 @@ def read_queue(
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
-    queued = _top_of_queue(session, running, free, exclude, kept) if free > 0 else []
+    spare = free * alternates
+    queued = _top_of_queue(session, running, free, spare, exclude, kept) if free > 0 else []
     return _view(session, queued, running, free, kept, running_by_agent(running, engine_id), mine)
 
 
@@ -238,12 +246,17 @@ def _resumed(session: Session, busy: set[tuple[str, str]], exclude: frozenset[st
 
 
 def _top_of_queue(
-    session: Session, running: list[Any], free: int, exclude: frozenset[str], kept: QueueKept
+    session: Session,
+    running: list[Any],
+    free: int,
+    spare: int,
+    exclude: frozenset[str],
+    kept: QueueKept,
 ) -> list[Any]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
-    page = max(4 * free, QUEUE_PAGE_MIN)
+    page = max(2 * (free + spare), QUEUE_PAGE_MIN)
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
     params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy)}

@@ -161,6 +161,7 @@ class Starter:
                 exclude=frozenset(passed_over),
                 kept=kept[0],
                 own=None if caps.any() else self.runtime.own_claims_by_agent(),
+                alternates=self._alternates(),
             )
             if not view.queued or view.free <= 0:
                 return None
@@ -173,7 +174,7 @@ class Starter:
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        for task in dispatch.choose(view, spare=self._alternates(view.free)):
+        for task in dispatch.choose(view, spare=view.free * self._alternates()):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
@@ -197,13 +198,13 @@ class Starter:
         started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
         return started or changed
 
-    def _alternates(self, free: int) -> int:
-        """Candidates chosen beyond the free slots, claimed in place of first picks another
-        engine took since the queue was read: one per free slot for each live engine. The
+    def _alternates(self) -> int:
+        """Candidates chosen per free slot beyond it, claimed in place of first picks another
+        engine took since the queue was read: one for each live engine. The
         engines read the same top of the queue, so the more of them there are, the more of
         a read's first picks are gone by its claim, and a claim left with none costs a
         round of reads and a claim more."""
-        return free * self.runtime.place.size
+        return self.runtime.place.size
 
     def _start(
         self,
