@@ -41,7 +41,7 @@ from relay_engine.loop.readiness import finish_jobs, promote_ready, resume_parke
 from relay_engine.loop.reaper import Reaper
 from relay_engine.loop.reclaim import recover_tasks
 from relay_engine.loop.rounds import PlannerRounds
-from relay_engine.loop.runtime import EngineRuntime
+from relay_engine.loop.runtime import EXITS_LAND_TOGETHER_S, EngineRuntime
 from relay_engine.loop.starter import Starter
 from relay_engine.ops import assignments, commands
 from relay_engine.ops.schedules import start_due_runs
@@ -63,12 +63,6 @@ SETTLING_KINDS = (
     EventKind.TASK_FAILED,
 )  # fmt: skip
 """Task events after which a job may be done, whoever recorded them."""
-
-
-EXITS_LAND_TOGETHER_S = 0.005
-"""How long a wake waits for the exits that land with the one that woke it: agents started
-together often end together, and a tick has a cost of its own (the queue read, the claim,
-the exit write) whether it writes one exit or all of them."""
 
 
 class Engine:
@@ -181,13 +175,23 @@ class Engine:
                     self._settle_all_jobs()
                     break
                 if self._wake.wait(self.config.engine.tick_seconds) and self.live:
-                    self._stop.wait(EXITS_LAND_TOGETHER_S)
+                    self._gather_exits()
                 self._wake.clear()
         finally:
             self._stop.set()
             self.shutdown(release=self._release_on_stop)
             self._stopped.set()
         return self.all_jobs_succeeded()
+
+    def _gather_exits(self) -> None:
+        """Woken with agents still running: let the exits landing together arrive, and wait
+        a little longer for one expected to land next (:mod:`~relay_engine.core.landing`),
+        so their ticks, claims and exit writes are one; its exit ends the wait."""
+        self._stop.wait(EXITS_LAND_TOGETHER_S)
+        self._wake.clear()
+        longer = self.runtime.gather_for() - EXITS_LAND_TOGETHER_S
+        if longer > 0:
+            self._wake.wait(longer)
 
     def register(self) -> None:
         """Join the registry, mirror the agents, settle jobs; each step once, so a start

@@ -101,6 +101,7 @@ class Reaper:
                 if live.process.fenced and live.stop_reason is None:
                     live.stop_reason = StopReason.FENCED  # refunded if still ours, else lost
                 finished = self._judge(live, wall)
+                runtime.note_ended(live)
                 del runtime.live[live.execution_id]
                 runtime.exited[live.execution_id] = finished
         asked = self.asking.step(now)

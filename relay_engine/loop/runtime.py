@@ -9,7 +9,7 @@ the steps stay readable on their own and nothing imports the engine back.
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 from sqlmodel import Session
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.core.landing import LIFETIMES_KEPT, gather_for
 from relay_engine.core.recovery import ClaimFacts, Recovery, decide_recoveries
 from relay_engine.core.redaction import Redactor
 from relay_engine.core.selection import FleetView
@@ -27,6 +28,16 @@ from relay_engine.loop.live import FinishedExecution, LiveExecution
 from relay_engine.store.db import Store
 from relay_engine.store.engines import owner_facts
 from relay_engine.store.read_model.fleet import read_fleet
+
+EXITS_LAND_TOGETHER_S = 0.005
+"""How long a wake waits for the exits that land with the one that woke it: agents started
+together often end together, and a tick has a cost of its own (the queue read, the claim,
+the exit write) whether it writes one exit or all of them."""
+
+EXITS_EXPECTED_WITHIN_S = 0.02
+"""How far ahead a wake waits for a running agent expected to end (see
+:mod:`~relay_engine.core.landing`): agents that live a few milliseconds pair their exits;
+agents that work for minutes are never expected this soon."""
 
 
 @dataclass
@@ -51,6 +62,7 @@ class EngineRuntime:
     condition: str | None = None  # "disk full" / "database busy": why the engine is held up
     _fleet: FleetView | None = field(default=None, init=False, repr=False)
     generation: int = field(default=0, init=False)  # counts forget_fleet calls
+    lifetimes: deque[float] = field(default_factory=lambda: deque(maxlen=LIFETIMES_KEPT))
     _unready: frozenset[str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +115,23 @@ class EngineRuntime:
         for execution_id, live in list(self.live.items()):
             if execution_id in renewed:
                 live.process.extend_deadline(seconds)
+
+    def note_ended(self, live: LiveExecution) -> None:
+        """How long an agent that ended lived, for when the next ones are expected to end."""
+        process = live.process
+        if process.ended_at is not None:
+            self.lifetimes.append(process.ended_at - process.started_at)
+
+    def gather_for(self) -> float:
+        """Seconds a wake waits for the exits about to land with it (never under
+        :data:`EXITS_LAND_TOGETHER_S`)."""
+        now = time.time()  # the processes' clock, not the engine's
+        ages = [
+            now - lv.process.started_at for lv in self.live.values() if lv.process.poll() is None
+        ]
+        return gather_for(
+            ages, self.lifetimes, least=EXITS_LAND_TOGETHER_S, most=EXITS_EXPECTED_WITHIN_S
+        )
 
     def own_claims(self) -> int:
         """Task executions this engine holds (planners do not take a slot): only this engine
