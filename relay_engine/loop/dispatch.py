@@ -48,6 +48,7 @@ class QueueView:
     jobs: dict[str, Job]
     pins: dict[tuple[str, str, str], str]
     free: int = 0  # agents this engine may start now
+    spare: int = 0  # alternates read beyond them (see choose)
     lock_dirs: dict[str, str | None] = field(default_factory=dict)  # job -> shared directory
     mine: Counter[str] = field(default_factory=Counter)  # this engine's claims, by agent
     owned: int = 0  # this engine's claims (every claim's, without an engine id)
@@ -156,7 +157,7 @@ def read_queue(
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
         queued = _top_of_queue(session, [], free, spare, exclude, kept) if free > 0 else []
-        view = _view(session, queued, [], free, kept, own, owned)
+        view = _view(session, queued, [], (free, spare), kept, own, owned)
         kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
         if not kept.scoped:
             return view
@@ -165,19 +166,21 @@ def read_queue(
     free = free_slots(capacity, mine, len(running), max_running)
     spare = free * alternates
     queued = _top_of_queue(session, running, free, spare, exclude, kept) if free > 0 else []
-    return _view(session, queued, running, free, kept, running_by_agent(running, engine_id), mine)
+    mine_by_agent = running_by_agent(running, engine_id)
+    return _view(session, queued, running, (free, spare), kept, mine_by_agent, mine)
 
 
 def _view(
     session: Session,
     queued: list[Any],
     running: list[Any],
-    free: int,
+    slots: tuple[int, int],
     kept: QueueKept,
     mine: Counter[str],
     owned: int,
 ) -> QueueView:
-    """The view of these rows, with their jobs and pins (read once, then kept)."""
+    """The view of these rows, with their jobs and pins (read once, then kept); ``slots``
+    are the free ones and the alternates read for them."""
     job_ids = sorted({t.job_id for t in queued})
     missing = [job_id for job_id in job_ids if job_id not in kept.jobs]
     if missing:
@@ -191,8 +194,9 @@ def _view(
     jobs = {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
     lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
     pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
+    free, spare = slots
     return QueueView(
-        queued, running, jobs, pins, free=free, lock_dirs=lock_dirs, mine=mine, owned=owned
+        queued, running, jobs, pins, free, spare, lock_dirs=lock_dirs, mine=mine, owned=owned
     )
 
 
@@ -279,14 +283,14 @@ def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
     return len(plan.chosen) >= free
 
 
-def choose(view: QueueView, spare: int = 0) -> list[Task]:
+def choose(view: QueueView) -> list[Task]:
     """Queued tasks to dispatch now, in dispatch order: at most the view's free slots, and
-    ``spare`` more the claim takes only in place of ones another engine took first (see
-    ``take`` in :func:`claim_batch`)."""
+    its ``spare`` more, which the claim takes only in place of ones another engine took
+    first (see ``take`` in :func:`claim_batch`)."""
     by_key = {t.key: t for t in view.queued}
     queued = [task_facts(t, lock_dir=view.lock_dirs.get(t.job_id)) for t in view.queued]
     running = [task_facts(t) for t in view.running]
-    plan = plan_dispatch(queued, running, len(running) + view.free + spare)
+    plan = plan_dispatch(queued, running, len(running) + view.free + view.spare)
     return [by_key[key] for key in plan.chosen]
 
 

@@ -174,7 +174,7 @@ class Starter:
             standing = self.runtime.fleet_view(session, now, view.pins)
         wanted: list[tuple[Task, Selected]] = []
         changed = False
-        for task in dispatch.choose(view, spare=view.free * self._alternates()):
+        for task in dispatch.choose(view):
             if task.job_id in spent:
                 changed |= self._park_on_budget(task.key, spent[task.job_id], now)
                 continue
