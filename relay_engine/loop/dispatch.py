@@ -181,7 +181,18 @@ def _view(
 ) -> QueueView:
     """The view of these rows, with their jobs and pins (read once, then kept); ``slots``
     are the free ones and the alternates read for them."""
-    job_ids = sorted({t.job_id for t in queued})
+    jobs = _jobs_of(session, queued, kept)
+    lock_dirs = _lock_dirs(jobs)
+    pins = {key: agent for job_id in jobs for key, agent in kept.pins.get(job_id, {}).items()}
+    free, spare = slots
+    return QueueView(
+        queued, running, jobs, pins, free, spare, lock_dirs=lock_dirs, mine=mine, owned=owned
+    )
+
+
+def _jobs_of(session: Session, rows: list[Any], kept: QueueKept) -> dict[str, Job]:
+    """The jobs of these rows, and their pins, read once and then kept."""
+    job_ids = sorted({t.job_id for t in rows})
     missing = [job_id for job_id in job_ids if job_id not in kept.jobs]
     if missing:
         kept.jobs.update(
@@ -191,13 +202,12 @@ def _view(
             kept.pins[job_id] = {}
         for key, agent in active_pins(session, missing).items():
             kept.pins[key[0]][key] = agent
-    jobs = {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
-    lock_dirs = {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
-    pins = {key: agent for job_id in job_ids for key, agent in kept.pins.get(job_id, {}).items()}
-    free, spare = slots
-    return QueueView(
-        queued, running, jobs, pins, free, spare, lock_dirs=lock_dirs, mine=mine, owned=owned
-    )
+    return {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
+
+
+def _lock_dirs(jobs: dict[str, Job]) -> dict[str, str | None]:
+    """The directory each job's tasks take turns in, if any."""
+    return {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
 
 
 def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
@@ -208,10 +218,13 @@ _ORDER = (col(Task.priority), col(Task.created_at), col(Task.key))  # dispatch o
 
 
 @cache
-def _queue_page(page: int, *, busy: bool, excluding: bool, after: bool) -> ColumnsSelect:
+def _queue_page(
+    page: int, *, busy: bool, excluding: bool, after: bool, taking_turns: bool = False
+) -> ColumnsSelect:
     """A page of unclaimed QUEUED tasks not back from a limit, in dispatch order, whose
-    workstream is not busy (the database skips the rest): built once per shape, its values
-    bound at each read (``busy`` and ``exclude`` expanding, the last row's ``after_*``).
+    workstream is not busy and whose job is not taking turns in a directory another of its
+    tasks holds (the database skips the rest): built once per shape, its values bound at
+    each read (``busy``, ``exclude`` and ``turns`` expanding, the last row's ``after_*``).
     Every dispatch of every engine reads it; building it anew each time cost more than
     sending it."""
     query = select_columns(*QUEUE_COLUMNS).where(
@@ -221,6 +234,8 @@ def _queue_page(page: int, *, busy: bool, excluding: bool, after: bool) -> Colum
     )
     if excluding:
         query = query.where(col(Task.key).not_in(bindparam("exclude", expanding=True)))
+    if taking_turns:
+        query = query.where(col(Task.job_id).not_in(bindparam("turns", expanding=True)))
     if busy:
         free_scope = tuple_(Task.job_id, Task.workstream).not_in(bindparam("busy", expanding=True))
         query = query.where(or_(col(Task.workstream).is_(None), free_scope))
@@ -258,28 +273,39 @@ def _top_of_queue(
     kept: QueueKept,
 ) -> list[Any]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
-    are spoken for or the queue ends."""
+    are spoken for or the queue ends.
+
+    A job whose tasks take turns in its directory (see :func:`claim_scopes`) while one of
+    them holds it is skipped by the database, and the others count as one slot: a page of
+    such a job's tasks otherwise looked like enough candidates, and every job behind it
+    waited with slots free."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
+    turns = sorted({t.job_id for t in running if t.lock_dir})
     page = max(2 * (free + spare), QUEUE_PAGE_MIN)
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
-    params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy)}
+    params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy), "turns": turns}
+    shape = {"busy": bool(busy), "excluding": bool(exclude), "taking_turns": bool(turns)}
     after = False
     while True:
-        query = _queue_page(page, busy=bool(busy), excluding=bool(exclude), after=after)
-        batch = list(column_rows(session, query, params))
+        batch = list(column_rows(session, _queue_page(page, after=after, **shape), params))
         rows += batch
-        if len(batch) < page or _fills(rows, running, free):
+        if len(batch) < page or _fills(
+            rows, running, free, _lock_dirs(_jobs_of(session, rows, kept))
+        ):
             return rows
         last = batch[-1]
         params |= {"after_0": last.priority, "after_1": last.created_at, "after_2": last.key}
         after = True
 
 
-def _fills(rows: list[Any], running: list[Task], free: int) -> bool:
+def _fills(
+    rows: list[Any], running: list[Task], free: int, lock_dirs: dict[str, str | None]
+) -> bool:
     """Whether these rows already give the scheduler a task for every free slot."""
     busy = [task_facts(t) for t in running]
-    plan = plan_dispatch([task_facts(r) for r in rows], busy, len(running) + free)
+    queued = [task_facts(r, lock_dir=lock_dirs.get(r.job_id)) for r in rows]
+    plan = plan_dispatch(queued, busy, len(running) + free)
     return len(plan.chosen) >= free
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from helpers import Workspace
@@ -90,6 +91,56 @@ def test_a_page_that_cannot_fill_the_slots_reads_on_to_the_next(workspace: Works
         view = dispatch.read_queue(session, capacity=2, exclude=frozenset({"j/free00000"}))
     assert len(view.queued) == page + 8 + 1  # two pages; the passed-over one left unread
     assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "j/free00001"]
+
+
+def test_a_job_taking_turns_in_its_directory_leaves_free_slots_to_the_jobs_behind_it(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """A job whose repo is a plain directory runs one task at a time. With one of its tasks
+    running and more of them queued than a page holds, the jobs behind it in the queue
+    still get the free slots (its queued tasks once looked like candidates enough, and the
+    slots stayed empty)."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j", repo_path=str(plain)))
+        session.add(Job(id="k", title="k"))
+        session.execute(insert(Task), queued_rows(3 * dispatch.QUEUE_PAGE_MIN, now, priority="P0"))
+        behind = queued_rows(2, now + 10, prefix="other", priority="P3")
+        session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
+                                       for row in behind])  # fmt: skip
+        running = session.get(Task, "j/t00000")
+        assert running is not None
+        running.state, running.execution_id = "RUNNING", "e-running"
+        running.lock_dir = str(plain.resolve())
+        session.add(running)
+    with store.read() as session:
+        view = dispatch.read_queue(session, capacity=3)
+    assert [t.key for t in dispatch.choose(view)] == ["k/other00000", "k/other00001"]
+    assert all(t.job_id == "k" for t in view.queued)  # the waiting turns are not even read
+
+
+def test_a_job_taking_turns_fills_one_slot_and_the_read_goes_on_for_the_rest(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Nothing running yet: one of the directory's tasks takes a slot, and the pages go on
+    past its siblings to fill the others."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    store = workspace.store()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j", repo_path=str(plain)))
+        session.add(Job(id="k", title="k"))
+        session.execute(insert(Task), queued_rows(3 * dispatch.QUEUE_PAGE_MIN, now, priority="P0"))
+        behind = queued_rows(2, now + 10, prefix="other", priority="P3")
+        session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
+                                       for row in behind])  # fmt: skip
+    with store.read() as session:
+        view = dispatch.read_queue(session, capacity=3)
+    assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "k/other00000", "k/other00001"]
 
 
 def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work(
