@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
+from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
 from relay_engine.agents.launch import LaunchRequest
@@ -57,6 +58,8 @@ class PlannerRounds:
         assessed waves (any engine may; see :mod:`relay_engine.core.turns`)."""
         store = self.runtime.store
         changed = self._recover(now)
+        if not self._any_to_advance():
+            return changed
         with store.write() as session:
             jobs = session.exec(
                 select(Job).where(Job.state == JobState.ACTIVE, Job.mode == "autonomous")
@@ -69,6 +72,15 @@ class PlannerRounds:
             for job in assessed:
                 changed |= advance_assess_gate(session, job, now)
         return changed
+
+    def _any_to_advance(self) -> bool:
+        """Whether an active job is planned or gated by assessment: looked at in a read, so
+        a fleet without such jobs does not take the write lock every tick to find none
+        (SQLite's one writer would wait on it, PostgreSQL would open a write for nothing)."""
+        planned = or_(col(Job.mode) == "autonomous", col(Job.wave_gate) == "assess")
+        query = select(Job.id).where(Job.state == JobState.ACTIVE, planned).limit(1)
+        with self.runtime.store.read() as session:
+            return session.exec(query).first() is not None
 
     def _advance(self, session: Session, job: Job, now: float) -> bool:
         step = next_step(job_facts(session, job))
