@@ -275,25 +275,27 @@ def _top_of_queue(
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends.
 
-    A job whose tasks take turns in its directory (see :func:`claim_scopes`) while one of
-    them holds it is skipped by the database, and the others count as one slot: a page of
-    such a job's tasks otherwise looked like enough candidates, and every job behind it
-    waited with slots free."""
+    A job whose tasks take turns in its directory (see :func:`claim_scopes`) has one
+    candidate at most: the database skips its queued tasks while one of them holds the
+    directory, and the pages after the one its first candidate came on. Its siblings
+    otherwise looked like enough candidates, and every job behind them waited with slots
+    free; or, counted as one, they were read to the end of the queue on every dispatch."""
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
-    turns = sorted({t.job_id for t in running if t.lock_dir})
+    turns = {t.job_id for t in running if t.lock_dir}
     page = max(2 * (free + spare), QUEUE_PAGE_MIN)
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
-    params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy), "turns": turns}
-    shape = {"busy": bool(busy), "excluding": bool(exclude), "taking_turns": bool(turns)}
+    params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy)}
     after = False
     while True:
+        shape = {"busy": bool(busy), "excluding": bool(exclude), "taking_turns": bool(turns)}
+        params["turns"] = sorted(turns)
         batch = list(column_rows(session, _queue_page(page, after=after, **shape), params))
         rows += batch
-        if len(batch) < page or _fills(
-            rows, running, free, _lock_dirs(_jobs_of(session, rows, kept))
-        ):
+        lock_dirs = _lock_dirs(_jobs_of(session, rows, kept))
+        if len(batch) < page or _fills(rows, running, free, lock_dirs):
             return rows
+        turns |= {row.job_id for row in batch if lock_dirs.get(row.job_id)}
         last = batch[-1]
         params |= {"after_0": last.priority, "after_1": last.created_at, "after_2": last.key}
         after = True

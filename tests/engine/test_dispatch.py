@@ -126,7 +126,7 @@ def test_a_job_taking_turns_fills_one_slot_and_the_read_goes_on_for_the_rest(
     workspace: Workspace, tmp_path: Path
 ) -> None:
     """Nothing running yet: one of the directory's tasks takes a slot, and the pages go on
-    past its siblings to fill the others."""
+    past its siblings to fill the others, without reading the rest of them."""
     plain = tmp_path / "plain"
     plain.mkdir()
     store = workspace.store()
@@ -134,13 +134,15 @@ def test_a_job_taking_turns_fills_one_slot_and_the_read_goes_on_for_the_rest(
     with store.write() as session:
         session.add(Job(id="j", title="j", repo_path=str(plain)))
         session.add(Job(id="k", title="k"))
-        session.execute(insert(Task), queued_rows(3 * dispatch.QUEUE_PAGE_MIN, now, priority="P0"))
+        page = dispatch.QUEUE_PAGE_MIN
+        session.execute(insert(Task), queued_rows(10 * page, now, priority="P0"))
         behind = queued_rows(2, now + 10, prefix="other", priority="P3")
         session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
                                        for row in behind])  # fmt: skip
     with store.read() as session:
         view = dispatch.read_queue(session, capacity=3)
     assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "k/other00000", "k/other00001"]
+    assert len(view.queued) == page + 2  # its first page, then the job behind it
 
 
 def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work(
