@@ -190,7 +190,7 @@ class Engine:
         self._stop.wait(EXITS_LAND_TOGETHER_S)
         self._wake.clear()
         longer = self.runtime.gather_for() - EXITS_LAND_TOGETHER_S
-        if longer > 0:
+        if longer > 0 and not self._stop.is_set():  # a stop's wake was just cleared
             self._wake.wait(longer)
 
     def register(self) -> None:
