@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from types import FrameType
@@ -137,17 +138,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     _log_to_stderr()
     _say_who_cannot_start(config)
     stop = threading.Event()
-
     interrupted = threading.Event()
-
-    def _interrupt(signum: int, _frame: FrameType | None) -> None:
-        err.print("[yellow]stopping: running agents are released back to the queue[/]")
-        interrupted.set()
-        stop.set()
-        engine.wake()
-
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    _stop_on_signals(engine.wake, stop, interrupted)
     engine.subscribe(lambda: None)
     follower = None if args.quiet else _follow_in_thread(engine.store, stop)
     until_idle = args.until_idle or args.wait
@@ -162,6 +154,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0 if ok else 1
     print_status(engine.store, report_for(engine.store, None, config.engine))
     return _idle_exit(engine.store, ok, config.engine.lease_seconds)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_on_signals(
+    wake: Callable[[], None], stop: threading.Event, interrupted: threading.Event
+) -> None:
+    """Ctrl-C and SIGTERM stop the run, its agents released back to the queue.
+
+    A Python signal handler runs in the main thread between two of its bytecodes, possibly
+    while that thread holds the lock of the engine's wake event (inside its ``wait``): a
+    handler that woke the engine itself could wait on that lock forever, and the run never
+    stopped. The handlers do nothing; Python's C-level handler writes each signal's number
+    to a pipe, and a thread of its own reads it and stops the run."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _noted)
+
+    def watch() -> None:
+        while received := os.read(read_end, 64):
+            if any(signum in STOP_SIGNALS for signum in received):
+                err.print("[yellow]stopping: running agents are released back to the queue[/]")
+                interrupted.set()
+                stop.set()
+                wake()
+
+    threading.Thread(target=watch, daemon=True, name="relay-signals").start()
+
+
+def _noted(_signum: int, _frame: FrameType | None) -> None:
+    """The signal is taken from the wakeup pipe (see :func:`_stop_on_signals`)."""
 
 
 def _idle_exit(store: Store, ok: bool, lease_s: float) -> int:
