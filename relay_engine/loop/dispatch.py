@@ -156,8 +156,8 @@ def read_queue(
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
-        queued = _top_of_queue(session, [], free, spare, exclude, kept) if free > 0 else []
-        view = _view(session, queued, [], (free, spare), kept, own, owned)
+        queued, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept)
+        view = _view(session, (queued, lock_dirs), [], (free, spare), kept, own, owned)
         kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
         if not kept.scoped:
             return view
@@ -165,24 +165,25 @@ def read_queue(
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
     spare = free * alternates
-    queued = _top_of_queue(session, running, free, spare, exclude, kept) if free > 0 else []
+    top = _top_of_queue(session, running, free, spare, exclude, kept)
     mine_by_agent = running_by_agent(running, engine_id)
-    return _view(session, queued, running, (free, spare), kept, mine_by_agent, mine)
+    return _view(session, top, running, (free, spare), kept, mine_by_agent, mine)
 
 
 def _view(
     session: Session,
-    queued: list[Any],
+    top: tuple[list[Any], dict[str, str | None]],
     running: list[Any],
     slots: tuple[int, int],
     kept: QueueKept,
     mine: Counter[str],
     owned: int,
 ) -> QueueView:
-    """The view of these rows, with their jobs and pins (read once, then kept); ``slots``
-    are the free ones and the alternates read for them."""
+    """The view of the top of the queue (its rows and their jobs' shared directories), with
+    their jobs and pins (read once, then kept); ``slots`` are the free ones and the
+    alternates read for them."""
+    queued, lock_dirs = top
     jobs = _jobs_of(session, queued, kept)
-    lock_dirs = _lock_dirs(jobs)
     pins = {key: agent for job_id in jobs for key, agent in kept.pins.get(job_id, {}).items()}
     free, spare = slots
     return QueueView(
@@ -205,9 +206,12 @@ def _jobs_of(session: Session, rows: list[Any], kept: QueueKept) -> dict[str, Jo
     return {job_id: kept.jobs[job_id] for job_id in job_ids if job_id in kept.jobs}
 
 
-def _lock_dirs(jobs: dict[str, Job]) -> dict[str, str | None]:
-    """The directory each job's tasks take turns in, if any."""
-    return {job_id: shared_directory(job.repo_path) for job_id, job in jobs.items()}
+def _note_lock_dirs(lock_dirs: dict[str, str | None], jobs: dict[str, Job]) -> None:
+    """The directory each job's tasks take turns in, if any, looked at once per read (a
+    few stats of its repository)."""
+    for job_id, job in jobs.items():
+        if job_id not in lock_dirs:
+            lock_dirs[job_id] = shared_directory(job.repo_path)
 
 
 def owned_by(tasks: Sequence[Task], engine_id: str) -> int:
@@ -271,15 +275,18 @@ def _top_of_queue(
     spare: int,
     exclude: frozenset[str],
     kept: QueueKept,
-) -> list[Any]:
+) -> tuple[list[Any], dict[str, str | None]]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
-    are spoken for or the queue ends.
+    are spoken for or the queue ends; with the directories their jobs take turns in.
 
     A job whose tasks take turns in its directory (see :func:`claim_scopes`) has one
     candidate at most: the database skips its queued tasks while one of them holds the
     directory, and the pages after the one its first candidate came on. Its siblings
     otherwise looked like enough candidates, and every job behind them waited with slots
     free; or, counted as one, they were read to the end of the queue on every dispatch."""
+    lock_dirs: dict[str, str | None] = {}
+    if free <= 0:
+        return [], lock_dirs
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
     turns = {t.job_id for t in running if t.lock_dir}
     page = max(2 * (free + spare), QUEUE_PAGE_MIN)
@@ -292,9 +299,9 @@ def _top_of_queue(
         params["turns"] = sorted(turns)
         batch = list(column_rows(session, _queue_page(page, after=after, **shape), params))
         rows += batch
-        lock_dirs = _lock_dirs(_jobs_of(session, rows, kept))
+        _note_lock_dirs(lock_dirs, _jobs_of(session, rows, kept))
         if len(batch) < page or _fills(rows, running, free, lock_dirs):
-            return rows
+            return rows, lock_dirs
         turns |= {row.job_id for row in batch if lock_dirs.get(row.job_id)}
         last = batch[-1]
         params |= {"after_0": last.priority, "after_1": last.created_at, "after_2": last.key}

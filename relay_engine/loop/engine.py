@@ -189,7 +189,7 @@ class Engine:
         so their ticks, claims and exit writes are one; its exit ends the wait."""
         self._stop.wait(EXITS_LAND_TOGETHER_S)
         self._wake.clear()
-        longer = self.runtime.gather_for() - EXITS_LAND_TOGETHER_S
+        longer = self.runtime.gather_seconds() - EXITS_LAND_TOGETHER_S
         if longer > 0 and not self._stop.is_set():  # a stop's wake was just cleared
             self._wake.wait(longer)
 

@@ -42,6 +42,8 @@ from relay_engine.store.plan_rows import latest_plan
 from relay_engine.store.schema import Job, Plan
 
 PLANNER_TIMEOUT_S = 30 * 60
+_PLANNED = col(Job.mode) == "autonomous"  # a planner plans its tasks, round by round
+_ASSESSED = col(Job.wave_gate) == "assess"  # an assessor gates each of its waves
 
 
 class PlannerRounds:
@@ -61,15 +63,11 @@ class PlannerRounds:
         if not self._any_to_advance():
             return changed
         with store.write() as session:
-            jobs = session.exec(
-                select(Job).where(Job.state == JobState.ACTIVE, Job.mode == "autonomous")
-            ).all()
-            for job in jobs:
+            planned = session.exec(select(Job).where(Job.state == JobState.ACTIVE, _PLANNED))
+            for job in planned.all():
                 changed |= self._advance(session, job, now)
-            assessed = session.exec(
-                select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate == "assess")
-            ).all()
-            for job in assessed:
+            assessed = session.exec(select(Job).where(Job.state == JobState.ACTIVE, _ASSESSED))
+            for job in assessed.all():
                 changed |= advance_assess_gate(session, job, now)
         return changed
 
@@ -77,8 +75,8 @@ class PlannerRounds:
         """Whether an active job is planned or gated by assessment: looked at in a read, so
         a fleet without such jobs does not take the write lock every tick to find none
         (SQLite's one writer would wait on it, PostgreSQL would open a write for nothing)."""
-        planned = or_(col(Job.mode) == "autonomous", col(Job.wave_gate) == "assess")
-        query = select(Job.id).where(Job.state == JobState.ACTIVE, planned).limit(1)
+        query = select(Job.id).where(Job.state == JobState.ACTIVE, or_(_PLANNED, _ASSESSED))
+        query = query.limit(1)
         with self.runtime.store.read() as session:
             return session.exec(query).first() is not None
 

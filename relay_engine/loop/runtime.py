@@ -122,7 +122,7 @@ class EngineRuntime:
         if process.ended_at is not None:
             self.lifetimes.append(process.ended_at - process.started_at)
 
-    def gather_for(self) -> float:
+    def gather_seconds(self) -> float:
         """Seconds a wake waits for the exits about to land with it (never under
         :data:`EXITS_LAND_TOGETHER_S`)."""
         now = time.time()  # the processes' clock, not the engine's

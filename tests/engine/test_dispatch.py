@@ -93,6 +93,20 @@ def test_a_page_that_cannot_fill_the_slots_reads_on_to_the_next(workspace: Works
     assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "j/free00001"]
 
 
+def taking_turns(store: Store, plain: Path, queued: int) -> None:
+    """Job j in a plain directory with ``queued`` tasks first in the queue, and job k's two
+    tasks behind them."""
+    plain.mkdir()
+    now = time.time()
+    with store.write() as session:
+        session.add(Job(id="j", title="j", repo_path=str(plain)))
+        session.add(Job(id="k", title="k"))
+        session.execute(insert(Task), queued_rows(queued, now, priority="P0"))
+        behind = queued_rows(2, now + 10, prefix="other", priority="P3")
+        session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
+                                       for row in behind])  # fmt: skip
+
+
 def test_a_job_taking_turns_in_its_directory_leaves_free_slots_to_the_jobs_behind_it(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -100,21 +114,13 @@ def test_a_job_taking_turns_in_its_directory_leaves_free_slots_to_the_jobs_behin
     running and more of them queued than a page holds, the jobs behind it in the queue
     still get the free slots (its queued tasks once looked like candidates enough, and the
     slots stayed empty)."""
-    plain = tmp_path / "plain"
-    plain.mkdir()
     store = workspace.store()
-    now = time.time()
+    taking_turns(store, tmp_path / "plain", 3 * dispatch.QUEUE_PAGE_MIN)
     with store.write() as session:
-        session.add(Job(id="j", title="j", repo_path=str(plain)))
-        session.add(Job(id="k", title="k"))
-        session.execute(insert(Task), queued_rows(3 * dispatch.QUEUE_PAGE_MIN, now, priority="P0"))
-        behind = queued_rows(2, now + 10, prefix="other", priority="P3")
-        session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
-                                       for row in behind])  # fmt: skip
         running = session.get(Task, "j/t00000")
         assert running is not None
         running.state, running.execution_id = "RUNNING", "e-running"
-        running.lock_dir = str(plain.resolve())
+        running.lock_dir = str((tmp_path / "plain").resolve())
         session.add(running)
     with store.read() as session:
         view = dispatch.read_queue(session, capacity=3)
@@ -127,18 +133,9 @@ def test_a_job_taking_turns_fills_one_slot_and_the_read_goes_on_for_the_rest(
 ) -> None:
     """Nothing running yet: one of the directory's tasks takes a slot, and the pages go on
     past its siblings to fill the others, without reading the rest of them."""
-    plain = tmp_path / "plain"
-    plain.mkdir()
     store = workspace.store()
-    now = time.time()
-    with store.write() as session:
-        session.add(Job(id="j", title="j", repo_path=str(plain)))
-        session.add(Job(id="k", title="k"))
-        page = dispatch.QUEUE_PAGE_MIN
-        session.execute(insert(Task), queued_rows(10 * page, now, priority="P0"))
-        behind = queued_rows(2, now + 10, prefix="other", priority="P3")
-        session.execute(insert(Task), [row | {"job_id": "k", "key": f"k/{row['task_id']}"}
-                                       for row in behind])  # fmt: skip
+    page = dispatch.QUEUE_PAGE_MIN
+    taking_turns(store, tmp_path / "plain", 10 * page)
     with store.read() as session:
         view = dispatch.read_queue(session, capacity=3)
     assert [t.key for t in dispatch.choose(view)] == ["j/t00000", "k/other00000", "k/other00001"]
