@@ -22,7 +22,8 @@ from typing import Any
 
 from sqlalchemy import BindParameter, ColumnElement, bindparam, case, or_, text, tuple_
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, col, insert, select, update
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlmodel import Session, col, select, update
 from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.core.capacity import FleetCaps, FleetCounts, free_slots, lock_key
@@ -33,10 +34,11 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
 from relay_engine.store import spend
-from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns
+from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns, update_by_id
+from relay_engine.store.events import append_events
 from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
-from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT, record_started, start_values
+from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT, start_values, started_event
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,7 @@ class Claim:
     task: Task
     selected: Selected
     execution_id: str
+    written: dict[str, Any] | None = None  # the task's new values, when still to be written
 
 
 def claim_batch(
@@ -391,11 +394,25 @@ def claim_batch(
             session, store, wanted, fleet, claimable, spent, capacity=capacity, caps=caps,
             lock_dirs=lock_dirs, engine_id=engine_id, lease_s=lease_s, now=now,
         )  # fmt: skip
-        if claims:  # rows, not ORM objects: building an Execution costs more than its insert
-            rows = [_execution_row(claim, engine_id, artifacts) for claim in claims]
-            session.execute(insert(Execution), rows)
+        _write_claims(session, claims, engine_id, artifacts, now)
     store.stats.note_claim((time.perf_counter() - locked_at) * 1000)
     return claims
+
+
+def _write_claims(
+    session: Session, claims: list[Claim], engine_id: str, artifacts: Path | None, now: float
+) -> None:
+    """The batch's claims in three statements: its tasks, its ``task.started`` events, its
+    executions; rows, not ORM objects (the unit of work's flush and building each object
+    cost a claim more than its statements)."""
+    if not claims:
+        return
+    unwritten = [claim.written for claim in claims if claim.written is not None]
+    update_by_id(session, Task, unwritten, key="key")
+    append_events(session, [started_event(c.task, c.execution_id, now=now) for c in claims])
+    executions: Any = Execution.__table__  # type: ignore[attr-defined]  # SQLModel tables have one
+    rows = [_execution_row(claim, engine_id, artifacts) for claim in claims]
+    session.connection().execute(executions.insert(), rows)
 
 
 def _fleet_for(
@@ -442,7 +459,6 @@ def _claim_in_order(
         ticket = _Ticket(selected, engine_id, lease_s, now, lock_dir)
         claim = _claim_one(session, claimable[task.key], ticket)
         if claim is not None:
-            record_started(session, claim.task, claim.execution_id, now=now)
             claims.append(claim)
             fleet.took(selected, scopes)
     return claims
@@ -610,22 +626,20 @@ def _claim_one(session: Session, locked: Task, ticket: _Ticket) -> Claim | None:
     """Claim a task whose row this transaction holds locked and found unclaimed, which
     starts it (:func:`~relay_engine.store.task_rows.start_values`).
 
-    A task without a scope is claimed in place: the session writes every such claim of the
-    batch in one go at commit. One that takes a scope is a conditional UPDATE in a
-    savepoint, so a unique-index refusal (another engine's claim committed since we
-    looked) costs only this task.
+    A task without a scope is claimed in place: its object takes the new values as
+    committed ones, and :func:`_write_claims` writes every such claim of the batch in one
+    statement. One that takes a scope is a conditional UPDATE in a savepoint, so a
+    unique-index refusal (another engine's claim committed since we looked) costs only
+    this task.
     """
     execution_id = uuid.uuid4().hex
     values = ticket.values(locked, execution_id)
     if locked.workstream or ticket.lock_dir:
         claimed = _claim_scoped(session, locked.key, values)
-        if claimed is None:
-            return None
-    else:
-        for name, value in values.items():
-            setattr(locked, name, value)
-        claimed = locked
-    return Claim(claimed, ticket.selected, execution_id)
+        return None if claimed is None else Claim(claimed, ticket.selected, execution_id)
+    for name, value in values.items():
+        set_committed_value(locked, name, value)
+    return Claim(locked, ticket.selected, execution_id, written={"key": locked.key, **values})
 
 
 def _claim_scoped(session: Session, key: str, values: dict[str, Any]) -> Task | None:

@@ -3,7 +3,7 @@ timestamped and logged together.
 
 Every path that changes a task's state (completion, recovery, operator commands,
 readiness) goes through :func:`move_task` -- or, for a claim (which starts its task in the
-same write), :func:`start_values` and :func:`record_started` -- so the transition table is
+same write), :func:`start_values` and :func:`started_event` -- so the transition table is
 enforced in one place and the change feed never misses a change.
 """
 
@@ -24,7 +24,7 @@ from relay_engine.contracts.task_definitions import (
 )
 from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
-from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.events import EventKind, NewEvent, record_event
 from relay_engine.store.schema import Task
 
 EXECUTION_HISTORY_KEPT = 8
@@ -73,14 +73,13 @@ def start_values(now: float) -> dict[str, Any]:
     return {"state": TaskState.RUNNING, "started_at": now}
 
 
-def record_started(session: Session, task: Task, execution_id: str, *, now: float) -> None:
+def started_event(task: Task, execution_id: str, *, now: float) -> NewEvent:
     """The ``task.started`` event of a task its claim just started (see :func:`start_values`),
-    appended in the claim's transaction."""
-    record_event(
-        session,
+    appended in the claim's transaction with the batch's others."""
+    return NewEvent(
         EventKind.TASK_STARTED,
         f"{task.key} started on {task.agent} (attempt {task.attempt}/{task.max_attempts})",
-        now=now,
+        now,
         job_id=task.job_id,
         task_key=task.key,
         data={"agent": task.agent, "provider": task.provider, "execution": execution_id},
