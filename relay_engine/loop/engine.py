@@ -169,7 +169,7 @@ class Engine:
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
                 full = self._full_tick_due()
-                before = self._feed_end() if until_idle else None
+                before = self._feed_end() if until_idle and full else None  # only chores end a run
                 changed = self._safe_tick(full=full)
                 if until_idle and self.did_chores and not changed and self.is_idle(waits, before):
                     self._settle_all_jobs()
