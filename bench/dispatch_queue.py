@@ -50,13 +50,13 @@ def write_config(workspace: Path, capacity: int, tick_seconds: float = 0.05) -> 
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
 
 
-def insert_queued(store: Store, count: int) -> None:
+def insert_queued(store: Store, count: int, *, job: str = "bench") -> None:
     """One ACTIVE job with ``count`` ready QUEUED tasks, inserted directly."""
     now = time.time()
     rows = [
         {
-            "key": f"bench/t{i:05d}",
-            "job_id": "bench",
+            "key": f"{job}/t{i:05d}",
+            "job_id": job,
             "task_id": f"t{i:05d}",
             "title": f"task {i}",
             "input": "do the thing",
@@ -72,7 +72,7 @@ def insert_queued(store: Store, count: int) -> None:
         for i in range(count)
     ]
     with store.write() as session:
-        session.add(Job(id="bench", title="bench", state="ACTIVE", created_at=now))
+        session.add(Job(id=job, title=job, state="ACTIVE", created_at=now))
         session.execute(insert(Task), rows)
 
 

@@ -299,7 +299,7 @@ class Store:
         except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
             fault = DatabaseBusy if is_busy(error) else DatabaseFault
             raise fault(explain(error, self.where, self.url.split(":", 1)[0])) from error
-        for engine in {id(e): e for e in (self._writer, self._reader)}.values():
+        for engine in self._engines():
             sa_event.listen(engine, "before_cursor_execute", self.stats.count)
 
     @property
@@ -322,7 +322,10 @@ class Store:
             self._writer = self._reader = create_engine(self.url)
         else:
             self._writer = _server_engine(self.url, readonly=self.readonly)
-            self._reader = self._writer
+            # Reads in autocommit: no BEGIN and no ROLLBACK around them, two round trips of
+            # three for the engine's one-statement reads. Nothing is lost: at READ COMMITTED
+            # each statement of a transaction took its own snapshot anyway.
+            self._reader = self._writer.execution_options(isolation_level="AUTOCOMMIT")
         if self.readonly:
             self._check_version()
         elif create:
@@ -408,10 +411,18 @@ class Store:
         with Session(self._reader, expire_on_commit=False) as session:
             yield session
 
+    def _engines(self) -> list[SAEngine]:
+        """The engines with pools of their own: PostgreSQL's reader shares the writer's
+        (and its event listeners)."""
+        return (
+            [self._writer]
+            if self._reader.pool is self._writer.pool
+            else [self._writer, self._reader]
+        )
+
     def dispose(self) -> None:
-        self._writer.dispose()
-        if self._reader is not self._writer:
-            self._reader.dispose()
+        for engine in self._engines():
+            engine.dispose()
 
     def enqueue_command(
         self, kind: str, payload: dict[str, Any], *, now: float | None = None
