@@ -145,3 +145,52 @@ def test_the_store_counts_every_statement_it_sends(tmp_path: Path) -> None:
     by_id = [text for text in top if text.startswith("SELECT") and "WHERE relay_job.id" in text]
     assert len(by_id) == 1 and top[by_id[0]] == 1  # which statements, folded to one line
     store.dispose()
+
+
+@pytest.mark.postgres
+def test_a_postgres_read_holds_no_transaction_open(pg_url: str) -> None:
+    """A read session on PostgreSQL runs each statement on its own (autocommit): no BEGIN
+    and ROLLBACK round trips around it, and a console or engine that keeps a read session
+    while it works holds back neither vacuum nor the server's idle-in-transaction timeout."""
+    from sqlalchemy import text
+
+    store = Store(pg_url)
+    try:
+        with store.read() as session:
+            session.execute(text("SELECT 1"))
+            time.sleep(0.2)
+            age = session.execute(text("SELECT extract(epoch FROM clock_timestamp() - now())"))
+            assert float(age.scalar_one()) < 0.1  # now() is this statement's, not a transaction's
+        with store.write() as session:
+            session.execute(text("SELECT 1"))
+            time.sleep(0.2)
+            age = session.execute(text("SELECT extract(epoch FROM clock_timestamp() - now())"))
+            assert float(age.scalar_one()) >= 0.2  # writes keep their transaction
+    finally:
+        store.dispose()
+
+
+def test_events_appended_in_one_statement_keep_the_order_they_were_recorded_in(
+    workspace: Workspace,
+) -> None:
+    """A claim appends its task.started events in one INSERT; an event the transaction
+    recorded before them, still pending in the session, lands before them in the feed."""
+    from sqlmodel import col, select
+
+    from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
+    from relay_engine.store.schema import Event
+
+    store = workspace.store()
+    with store.write() as session:
+        record_event(session, EventKind.JOB_STARTED, "first", now=1.0, job_id="j")
+        later = [NewEvent(EventKind.TASK_STARTED, f"then {i}", 2.0, job_id="j") for i in (1, 2)]
+        append_events(session, later)
+        record_event(session, EventKind.JOB_FINISHED, "last", now=3.0, job_id="j")
+    with store.read() as session:
+        rows = session.exec(select(Event).where(Event.job_id == "j").order_by(col(Event.id)))
+        assert [(e.kind, e.message) for e in rows] == [
+            ("job.started", "first"),
+            ("task.started", "then 1"),
+            ("task.started", "then 2"),
+            ("job.finished", "last"),
+        ]
