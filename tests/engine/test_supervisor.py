@@ -194,8 +194,10 @@ def test_a_killed_supervisor_leaves_nothing_behind(
     assert daemon
     os.kill(process.pid, signal.SIGKILL)  # no chance to clean up: the engine must
     assert process.wait(10) == -signal.SIGKILL
-    assert pid_gone(process.agent_pid)
-    assert pid_gone(daemon)
+    # In a sandbox the kill goes down a chain (the supervisor's death signal to bwrap, bwrap's
+    # end to its pid namespace), which may still be under way when the supervisor is reaped.
+    wait_for(lambda: pid_gone(process.agent_pid), timeout=10, what="the agent to die")
+    wait_for(lambda: pid_gone(daemon), timeout=10, what="the daemon to die")
 
 
 @cases("sandbox", [(s,) for s in BOXES], [("bare",)])
