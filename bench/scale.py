@@ -57,6 +57,7 @@ WARM_UP_PER_SLOT = 2
 """Tasks each slot runs before the measured ones: an engine's first claims and exits
 compile each of its statements once (SQLAlchemy's cache), a cost per engine rather than per
 task, which four engines sharing a short run would otherwise carry in their CPU per task."""
+MEASURED_JOB = "bench"  # the measured tasks' job; the warm-up's is another
 STATS_ENV = "RELAY_STATS_FILE"  # each engine writes its own counts there when it stops
 SERVER_LOG = "/var/log/postgresql/postgresql-15-main.log"
 
@@ -108,7 +109,7 @@ def busy_span(store: Store) -> float:
     with store.read() as session:
         first, last = session.exec(
             select(func.min(Execution.started_at), func.max(Execution.ended_at)).where(
-                Execution.job_id == "bench"
+                Execution.job_id == MEASURED_JOB
             )
         ).one()
     return float(last - first)
@@ -142,7 +143,7 @@ def run_fleet(
         _wait(lambda: succeeded(store) >= warm, procs, timeout=120.0)
         before = CpuSample.take([proc.pid for proc in procs])
         server.mark()
-        insert_queued(store, tasks)
+        insert_queued(store, tasks, job=MEASURED_JOB)
         done = warm + tasks
         _wait(lambda: succeeded(store) >= done, procs, timeout=max(600.0, tasks * 0.5))
         cpu = CpuSample.take([proc.pid for proc in procs]).since(before)
@@ -159,7 +160,7 @@ def run_fleet(
     statements = sum(s["statements"] for s in stats) if stats else float("nan")  # older engines
     result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
     result |= {"statements": statements / done, "server_statements": server_statements}
-    result["warm_up_ms"] = before.since(began)["engines"] * 1000
+    result |= {"warm_up": warm, "warm_up_ms": before.since(began)["engines"] * 1000}
     top: dict[str, int] = {}
     for engine_stats in stats:
         for text, times in engine_stats.get("top", []):
@@ -374,8 +375,10 @@ def report(results: list[dict[str, Any]], tasks: int, slots: int) -> None:
         )
         cpu = ", ".join(f"{name} {ms:.1f}" for name, ms in r["cpu"].items())
         print(f"    CPU ms per task: {cpu}")
-        warm = WARM_UP_PER_SLOT * slots
-        print(f"    warm-up before it, {warm} tasks: engines' CPU {r['warm_up_ms']:.0f} ms in all")
+        print(
+            f"    warm-up before it, {r['warm_up']} tasks: engines' CPU "
+            f"{r['warm_up_ms']:.0f} ms in all"
+        )
     for r in results[1:]:
         n = r["engines"]
         print(

@@ -34,7 +34,14 @@ from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import shared_directory
 from relay_engine.loop.crashpoints import crash_point
 from relay_engine.store import spend
-from relay_engine.store.db import ColumnsSelect, Store, column_rows, select_columns, update_by_id
+from relay_engine.store.db import (
+    ColumnsSelect,
+    Store,
+    column_rows,
+    insert_rows,
+    select_columns,
+    update_by_id,
+)
 from relay_engine.store.events import append_events
 from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
@@ -158,9 +165,9 @@ def read_queue(
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
-        queued, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept)
-        view = _view(session, (queued, lock_dirs), [], (free, spare), kept, own, owned)
-        kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in queued)
+        top = _top_of_queue(session, [], free, spare, exclude, kept)
+        view = _view(session, top, [], (free, spare), kept, own, owned)
+        kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in view.queued)
         if not kept.scoped:
             return view
     running = busy_tasks(session)
@@ -410,9 +417,7 @@ def _write_claims(
     unwritten = [claim.written for claim in claims if claim.written is not None]
     update_by_id(session, Task, unwritten, key="key")
     append_events(session, [started_event(c.task, c.execution_id, now=now) for c in claims])
-    executions: Any = Execution.__table__  # type: ignore[attr-defined]  # SQLModel tables have one
-    rows = [_execution_row(claim, engine_id, artifacts) for claim in claims]
-    session.connection().execute(executions.insert(), rows)
+    insert_rows(session, Execution, [_execution_row(c, engine_id, artifacts) for c in claims])
 
 
 def _fleet_for(

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from relay_engine.store.db import insert_rows
 from relay_engine.store.schema import Event
 
 
@@ -128,23 +129,16 @@ def record_event(
     data: dict[str, Any] | None = None,
 ) -> Event:
     """Append to the change feed inside the caller's transaction."""
-    event = Event(
-        at=now,
-        job_id=job_id,
-        task_key=task_key,
-        plan_id=plan_id,
-        kind=EventKind(kind).value,
-        level=level,
-        message=message,
-        data=data,
-    )
+    row = NewEvent(kind, message, now, job_id, task_key, plan_id, level, data).row()
+    event = Event(**row)
     session.add(event)
     return event
 
 
 @dataclass(frozen=True)
 class NewEvent:
-    """An event to append with others in one statement (:func:`append_events`)."""
+    """An event's row, built one way for :func:`record_event` and for the events
+    :func:`append_events` writes together in one statement."""
 
     kind: EventKind
     message: str
@@ -168,8 +162,6 @@ def append_events(session: Session, events: Sequence[NewEvent]) -> None:
     writes every task makes (its claim's ``task.started``), where building an ``Event``
     and flushing it cost more than the rest of the statement. The session is flushed
     first, so the feed keeps the order the transaction recorded its events in."""
-    if not events:
-        return
-    session.flush()
-    table: Any = Event.__table__  # type: ignore[attr-defined]  # SQLModel tables have one
-    session.connection().execute(table.insert(), [event.row() for event in events])
+    if events:
+        session.flush()
+        insert_rows(session, Event, [event.row() for event in events])
