@@ -22,7 +22,12 @@ from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, ProviderLimit, Review, Task
-from relay_engine.store.task_rows import mark_blocked, move_task, resume_parked_task, tasks_by_key
+from relay_engine.store.task_rows import (
+    mark_blocked,
+    queue_drafts,
+    resume_parked_task,
+    tasks_by_key,
+)
 
 
 def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
@@ -53,22 +58,14 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
 def _apply_readiness(
     store: Store, to_queue: Iterable[str], blocked: dict[str, str], now: float
 ) -> None:
+    """Block first (a blocked key is never queued), then queue the rest in bulk."""
     with store.write() as session:
-        for key, task in tasks_by_key(session, [*to_queue, *blocked]).items():
+        for key, task in tasks_by_key(session, blocked).items():
             if task.state != TaskState.DRAFT:
                 continue
-            if key in blocked:
-                block_dependents(session, task, blocker=blocked[key], now=now)
-                mark_blocked(session, task, blocked[key], f"{key} blocked by {blocked[key]}", now)
-            else:
-                move_task(
-                    session,
-                    task,
-                    TaskState.QUEUED,
-                    now=now,
-                    kind=EventKind.TASK_QUEUED,
-                    message=f"{key} queued",
-                )
+            block_dependents(session, task, blocker=blocked[key], now=now)
+            mark_blocked(session, task, blocked[key], f"{key} blocked by {blocked[key]}", now)
+        queue_drafts(session, sorted(set(to_queue) - set(blocked)), now=now)
 
 
 def resume_parked(store: Store, now: float) -> bool:

@@ -3,17 +3,18 @@ timestamped and logged together.
 
 Every path that changes a task's state (completion, recovery, operator commands,
 readiness) goes through :func:`move_task` -- or, for a claim (which starts its task in the
-same write), :func:`start_values` and :func:`started_event` -- so the transition table is
-enforced in one place and the change feed never misses a change.
+same write), :func:`start_values` and :func:`started_event`, and for the drafts readiness
+queues together, :func:`queue_drafts` -- so the transition table is enforced in one place
+and the change feed never misses a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import event as sa_event
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.keys import task_key
 from relay_engine.contracts.task_definitions import (
@@ -24,7 +25,7 @@ from relay_engine.contracts.task_definitions import (
 )
 from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
-from relay_engine.store.events import EventKind, NewEvent, record_event
+from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
 from relay_engine.store.schema import Task
 
 EXECUTION_HISTORY_KEPT = 8
@@ -64,6 +65,36 @@ def move_task(
     return task
 
 
+QUEUE_CHUNK = 500  # keys per statement: SQLite binds at most 32,766 parameters
+UNCLAIMED = {"execution_id": None, "lease_owner": None, "lease_expires_at": None}
+"""A task's claim, released: every state but RUNNING holds none."""
+
+
+def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[str]:
+    """DRAFT tasks whose dependencies succeeded join the queue, as :func:`move_task` would
+    move each, in one conditional UPDATE per chunk and one INSERT of their ``task.queued``
+    events: a job of a thousand independent tasks otherwise loaded, changed and flushed a
+    thousand ORM rows and events. Only tasks still DRAFT move (another engine may have
+    queued or cancelled one since they were read); the ones that did are returned, and the
+    session's copies of them are brought up to date."""
+    check_task(TaskState.DRAFT, TaskState.QUEUED)
+    values = {"state": TaskState.QUEUED, "updated_at": now, **UNCLAIMED}
+    moved: list[Any] = []
+    for start in range(0, len(keys), QUEUE_CHUNK):
+        statement = (
+            update(Task)
+            .where(col(Task.key).in_(keys[start : start + QUEUE_CHUNK]))
+            .where(col(Task.state) == TaskState.DRAFT)
+            .values(**values)
+            .returning(col(Task.key), col(Task.job_id))
+            .execution_options(synchronize_session="evaluate")
+        )
+        moved += session.execute(statement).all()
+    queued = EventKind.TASK_QUEUED
+    append_events(session, [NewEvent(queued, f"{key} queued", now, job, key) for key, job in moved])
+    return [key for key, _ in moved]
+
+
 def start_values(now: float) -> dict[str, Any]:
     """What a claim writes on its task besides the claim itself: QUEUED to RUNNING. A claim
     starts its task in the same write (the agent is spawned right after it commits), so a
@@ -87,9 +118,8 @@ def started_event(task: Task, execution_id: str, *, now: float) -> NewEvent:
 
 
 def _release_claim(task: Task) -> None:
-    task.execution_id = None
-    task.lease_owner = None
-    task.lease_expires_at = None
+    for name, value in UNCLAIMED.items():
+        setattr(task, name, value)
 
 
 def mark_blocked(

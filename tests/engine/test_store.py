@@ -194,3 +194,34 @@ def test_events_appended_in_one_statement_keep_the_order_they_were_recorded_in(
             ("task.started", "then 2"),
             ("job.finished", "last"),
         ]
+
+
+def test_ready_drafts_are_queued_together_and_only_while_still_drafts(
+    workspace: Workspace,
+) -> None:
+    """Readiness queues a job's ready drafts in one statement: each gets its state and one
+    ``task.queued`` event; a dependent stays a draft; a draft another engine moved on since
+    readiness read it (here: cancelled) is neither queued nor given an event."""
+    from helpers import events, tasks
+
+    from relay_engine.core.states import TaskState
+    from relay_engine.loop.readiness import promote_ready
+    from relay_engine.store.events import EventKind
+    from relay_engine.store.task_rows import move_task, queue_drafts
+
+    workspace.submit(
+        job_toml("j", [{"id": "a"}, {"id": "b"}, {"id": "c", "depends_on": ["a"]}, {"id": "d"}])
+    )
+    store = workspace.store()
+    with store.write() as session:
+        gone = session.get(Task, "j/d")
+        assert gone is not None
+        cancelled = EventKind.TASK_CANCELLED
+        move_task(session, gone, TaskState.CANCELLED, now=1.0, kind=cancelled, message="gone")
+        assert queue_drafts(session, ["j/d"], now=2.0) == []
+    assert promote_ready(store, 3.0)
+
+    states = {key: task.state for key, task in tasks(store).items()}
+    assert states == {"j/a": "QUEUED", "j/b": "QUEUED", "j/c": "DRAFT", "j/d": "CANCELLED"}
+    assert sorted(e.task_key or "" for e in events(store, "task.queued")) == ["j/a", "j/b"]
+    assert {t.updated_at for k, t in tasks(store).items() if k in ("j/a", "j/b")} == {3.0}
