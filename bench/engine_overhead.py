@@ -254,6 +254,32 @@ def true_tasks(root: Path, tasks: int, tick: float) -> None:
         print(f"  relay, {mode} supervisor: {relay / tasks * 1e3:6.2f} ms, {(relay - bare) / tasks * 1e3:.2f} ms "
               f"over bare (target <= 5; {'all succeeded' if ok else 'NOT ALL SUCCEEDED'}, "
               f"{statements / tasks:.1f} statements per task)")  # fmt: skip
+    created = entries_created(root / "true-native") / tasks
+    create_ms = create_cpu(root) * 1e3
+    print(f"  of that, the file system's: a task creates {created:.1f} files and directories "
+          f"(its artifacts, its work directory), and creating one costs {create_ms * 1e3:.0f} µs "
+          f"of CPU here: {created * create_ms:.2f} ms per task")  # fmt: skip
+
+
+def entries_created(workspace: Path) -> int:
+    """The files and directories a run left under the workspace's artifacts and work
+    directories: each cost a create, whose price varies a hundredfold between machines."""
+    relay = workspace / ".relay"
+    return sum(1 for top in (relay / "artifacts", relay / "jobs") for _ in top.rglob("*"))
+
+
+def create_cpu(root: Path, count: int = 300) -> float:
+    """CPU seconds to create one small file in a new directory beside the runs' (each in a
+    directory of its own, as each task's artifacts are), measured here and now."""
+    base = Path(tempfile.mkdtemp(dir=root))
+    before = time.process_time()
+    for i in range(count):
+        directory = base / str(i)
+        directory.mkdir()
+        (directory / "f").write_bytes(b"x" * 200)
+    spent = (time.process_time() - before) / (2 * count)  # a directory and a file each
+    shutil.rmtree(base, ignore_errors=True)
+    return spent
 
 
 def true_run(workspace: Path, true: str, tasks: int, tick: float) -> tuple[float, bool, int]:
