@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batch_cost import fresh_url  # its database of a run's own, SQLite or PostgreSQL
 from sqlalchemy import bindparam
 
 from relay_engine.core.states import TaskState
@@ -162,21 +163,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=300, help="transactions per block")
     parser.add_argument("--db", default=os.environ.get("RELAY_BENCH_PG_URL"))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        workspace = Path(tmp)
-        (workspace / ".relay").mkdir()
-        store = Store.for_workspace(workspace)
-        measure("SQLite", store, args.exits, args.repeat)
-        store.dispose()
-    if args.db:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).parent))
-        from scale import fresh_database  # bench/scale.py's, sharing its PostgreSQL handling
-
-        with fresh_database(args.db) as url:
-            store = Store(url)
-            measure("PostgreSQL", store, args.exits, args.repeat)
+    backends = [("SQLite", None), *([("PostgreSQL", args.db)] if args.db else [])]
+    for label, server in backends:
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp, fresh_url(server) as url:
+            store = Store(url) if url else Store.for_workspace(Path(tmp))
+            measure(label, store, args.exits, args.repeat)
             store.dispose()
 
 

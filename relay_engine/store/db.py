@@ -16,7 +16,7 @@ import time
 import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,16 @@ def column_rows(
     SQLAlchemy's ``Row`` attributes are untyped (its stubs see a plain tuple). ``params``
     bind a statement built once with bind parameters."""
     return iter(session.exec(query, params=params))
+
+
+KEYS_PER_STATEMENT = 500
+"""Keys one ``IN`` list binds: SQLite takes at most 32,766 parameters a statement."""
+
+
+def chunks(keys: Sequence[str], size: int = KEYS_PER_STATEMENT) -> Iterator[list[str]]:
+    """Long key lists, sent a statement's worth at a time."""
+    for start in range(0, len(keys), size):
+        yield list(keys[start : start + size])
 
 
 def table_of(model: type[SQLModel]) -> Table:

@@ -25,6 +25,7 @@ from relay_engine.contracts.task_definitions import (
 )
 from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
+from relay_engine.store.db import chunks
 from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
 from relay_engine.store.schema import Task
 
@@ -65,14 +66,13 @@ def move_task(
     return task
 
 
-QUEUE_CHUNK = 500  # keys per statement: SQLite binds at most 32,766 parameters
 UNCLAIMED = {"execution_id": None, "lease_owner": None, "lease_expires_at": None}
 """A task's claim, released: every state but RUNNING holds none."""
 
 
 def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[str]:
     """DRAFT tasks whose dependencies succeeded join the queue, as :func:`move_task` would
-    move each, in one conditional UPDATE per chunk and one INSERT of their ``task.queued``
+    move each, in one conditional UPDATE per :func:`~relay_engine.store.db.chunks` and one INSERT of their ``task.queued``
     events: a job of a thousand independent tasks otherwise loaded, changed and flushed a
     thousand ORM rows and events. Only tasks still DRAFT move (another engine may have
     queued or cancelled one since they were read); the ones that did are returned, and the
@@ -80,10 +80,10 @@ def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[s
     check_task(TaskState.DRAFT, TaskState.QUEUED)
     values = {"state": TaskState.QUEUED, "updated_at": now, **UNCLAIMED}
     moved: list[Any] = []
-    for start in range(0, len(keys), QUEUE_CHUNK):
+    for chunk in chunks(keys):
         statement = (
             update(Task)
-            .where(col(Task.key).in_(keys[start : start + QUEUE_CHUNK]))
+            .where(col(Task.key).in_(chunk))
             .where(col(Task.state) == TaskState.DRAFT)
             .values(**values)
             .returning(col(Task.key), col(Task.job_id))
@@ -192,10 +192,8 @@ def active_tasks(session: Session, job_id: str) -> list[Task]:
 
 
 def tasks_by_key(session: Session, keys: Iterable[str]) -> dict[str, Task]:
-    wanted = list(set(keys))
     found: dict[str, Task] = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk in chunks(list(set(keys))):
         for task in session.exec(select(Task).where(col(Task.key).in_(chunk))):
             found[task.key] = task
     return found

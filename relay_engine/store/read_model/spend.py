@@ -15,8 +15,7 @@ from typing import Any
 from sqlalchemy import case, func
 from sqlmodel import Session, col, select
 
-from relay_engine.store.db import ColumnsSelect, select_columns
-from relay_engine.store.read_model._rows import _chunks
+from relay_engine.store.db import ColumnsSelect, chunks, select_columns
 from relay_engine.store.schema import Execution
 
 
@@ -80,7 +79,7 @@ def spend_by(
         func.count(),
         func.sum(unpriced),
     ).where(col(Execution.started_at).is_not(None), col(column).is_not(None))
-    groups = [None] if keys is None else list(_chunks(sorted(set(keys))))
+    groups = [None] if keys is None else list(chunks(sorted(set(keys))))
     found: dict[str, SpendView] = {}
     for chunk in groups:
         part = query if chunk is None else query.where(col(column).in_(chunk))
@@ -122,7 +121,7 @@ def _with_models(
     session: Session, column: Any, spend: dict[str, SpendView]
 ) -> dict[str, SpendView]:
     models: dict[str, set[str]] = {}
-    for chunk in _chunks(sorted(spend)):
+    for chunk in chunks(sorted(spend)):
         query = (
             select(column, Execution.model)
             .where(col(column).in_(chunk), col(Execution.model).is_not(None))

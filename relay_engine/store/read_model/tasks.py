@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from relay_engine.store.db import column_rows, select_columns
-from relay_engine.store.read_model._rows import _chunks, _clipped, _whole
+from relay_engine.store.db import chunks, column_rows, select_columns
+from relay_engine.store.read_model._rows import _clipped, _whole
 from relay_engine.store.read_model.executions import ExecutionView, _execution_view
 from relay_engine.store.schema import Execution, Task
 
@@ -133,7 +133,7 @@ def read_tasks(
     if values is None:
         return [TaskView.from_row(row, clip=clip) for row in column_rows(session, query)]
     found: list[TaskView] = []
-    for chunk in _chunks(sorted(set(values))):
+    for chunk in chunks(sorted(set(values))):
         rows = column_rows(session, query.where(col(column).in_(chunk)))
         found += [TaskView.from_row(row, clip=clip) for row in rows]
     return found
