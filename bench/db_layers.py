@@ -35,8 +35,9 @@ from sqlalchemy import bindparam
 
 from relay_engine.core.states import TaskState
 from relay_engine.ops.completion import fenced_tasks
-from relay_engine.store.db import Store, table_of, update_by_id
+from relay_engine.store.db import Store, table_of
 from relay_engine.store.events import EventKind
+from relay_engine.store.plain_rows import update_by_id
 from relay_engine.store.schema import Event, Execution, Task
 from relay_engine.store.task_rows import move_task
 

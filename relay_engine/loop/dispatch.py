@@ -38,11 +38,10 @@ from relay_engine.store.db import (
     ColumnsSelect,
     Store,
     column_rows,
-    insert_rows,
     select_columns,
-    update_by_id,
 )
 from relay_engine.store.events import append_events
+from relay_engine.store.plain_rows import insert_rows, update_by_id
 from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
 from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT, start_values, started_event

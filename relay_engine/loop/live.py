@@ -22,7 +22,7 @@ from relay_engine.core.memory import ADDED_FILE, added_notes
 from relay_engine.core.outcomes import Outcome, StopReason
 from relay_engine.core.redaction import Redactor
 from relay_engine.git.worktrees import MergeResult
-from relay_engine.store.db import update_by_id
+from relay_engine.store.plain_rows import update_by_id
 from relay_engine.store.schema import Execution
 
 MAX_RESULT_FILE_BYTES = 4 << 20

@@ -47,8 +47,8 @@ from relay_engine.ops.completion import (
     fenced_tasks,
     record_limit,
 )
-from relay_engine.store.db import update_by_id
 from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.plain_rows import update_by_id
 from relay_engine.store.read_model.fleet import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
 

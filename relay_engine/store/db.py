@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam
+from sqlalchemy import Insert, Table
 from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine as SAEngine
 from sqlalchemy.engine import make_url
@@ -80,31 +80,6 @@ def table_of(model: type[SQLModel]) -> Table:
     say so)."""
     table: Table = model.__table__  # type: ignore[attr-defined]
     return table
-
-
-def insert_rows(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:
-    """INSERT these rows as one Core executemany: no ORM objects to build and flush, no
-    keys returned. Nothing is sent for no rows."""
-    if rows:
-        session.connection().execute(table_of(model).insert(), rows)
-
-
-def update_by_id(
-    session: Session, model: type[SQLModel], rows: list[dict[str, Any]], *, key: str = "id"
-) -> None:
-    """UPDATE each row (its primary ``key`` and new values) as Core executemany, one per set
-    of columns. The ORM's bulk UPDATE by primary key also keeps the session's objects of
-    those rows in step, which cost a start's or an exit's transaction 0.1-0.3 ms of CPU more;
-    use this only where the session holds none of them, or holds them with these values
-    already committed (one read after it sees the new values)."""
-    table = table_of(model)
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(tuple(sorted(row)), []).append(row)
-    for columns, group in groups.items():
-        statement = table.update().where(table.c[key] == bindparam("row_key"))
-        values = [{"row_key": r[key], **{c: r[c] for c in columns if c != key}} for r in group]
-        session.connection().execute(statement, values)
 
 
 def default_db_url(workspace: Path) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from relay_engine.store.db import insert_rows
+from relay_engine.store.plain_rows import insert_rows
 from relay_engine.store.schema import Event
 
 
