@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import BindParameter, Executable, bindparam, union_all
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -101,11 +102,14 @@ def _locked_tasks() -> SelectOfScalar[Task]:
 def _locked_tasks_and_drafts() -> Executable:
     """:func:`_locked_tasks` and the DRAFT tasks of ``jobs``, in one statement built once:
     building it per exit (the locked rows' CTE names every column of the table again)
-    cost more than running it."""
+    cost more than running it. Tasks are read from the union as an aliased entity, not
+    with ``from_statement``, whose loader the ORM sets up again (a row processor per
+    column) at every run: 0.2-0.25 ms of an exit's CPU."""
     held = _locked_tasks().cte("held")
     jobs: BindParameter[list[str]] = bindparam("jobs", expanding=True)
     drafts = select(Task).where(col(Task.job_id).in_(jobs), Task.state == TaskState.DRAFT)
-    return select(Task).from_statement(union_all(select(*held.c), drafts))
+    both = union_all(select(*held.c), drafts).subquery("exiting")
+    return select(aliased(Task, both))
 
 
 def finish_execution_row(
