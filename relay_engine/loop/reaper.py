@@ -47,7 +47,7 @@ from relay_engine.ops.completion import (
     fenced_tasks,
     record_limit,
 )
-from relay_engine.store.events import EventKind, record_event
+from relay_engine.store.events import EventKind, events_together, record_event
 from relay_engine.store.plain_rows import update_by_id
 from relay_engine.store.read_model.fleet import read_fleet
 from relay_engine.store.schema import Execution, Job, Task
@@ -279,43 +279,12 @@ class Reaper:
         runtime = self.runtime
         pending = list(runtime.exited.values())
         claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
-        stale: list[FinishedExecution] = []
         with runtime.store.write() as session:
             # The tasks' locks and their jobs' drafts (dependents to release) in one read.
             jobs = {e.live.job_id for e in pending if e.live.task_key}
             owned = fenced_tasks(session, claims, drafts_of=jobs)
-            kept = {}
-            for exit_ in pending:
-                live = exit_.live
-                if live.plan_id is not None:
-                    kept[live.execution_id] = self.plans.owns(
-                        session, live.plan_id, live.execution_id
-                    )
-                else:
-                    kept[live.execution_id] = live.task_key in owned
-            # The rows first, in one statement: applying an outcome may still refine one.
-            rows = self._with_spawns(
-                [self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending]
-            )
-            update_by_id(session, Execution, rows)
-            for exit_ in pending:
-                live = exit_.live
-                last = self._new_windows(live, exit_.report, now, final=True)
-                if last is not None:
-                    self._record_windows(session, live, last, now)
-                if live.plan_id is not None:
-                    self.plans.complete(session, exit_, now)
-                else:
-                    self.on_complete(
-                        session, live, exit_.outcome, now, owned.get(live.task_key or "")
-                    )
-                if not kept[live.execution_id] and exit_.outcome.kind not in GONE:
-                    stale.append(exit_)
-            spent = {e.live.job_id for e in pending if _spent_anything(e)}
-            if spent:  # a budget's level can only move with spend
-                budgets.announce(session, spent, runtime.config.engine.budget_warn_at, now)
-            asked = [e.live.execution_id for e in pending if e.live.extra.get("asked")]
-            asks.cancel_open(session, asked, now)
+            with events_together(session):  # an event or more per exit, in one INSERT
+                rows, stale = self._apply_exits(session, pending, owned, now)
         self._spawns_written(rows)
         daily = _daily_budgets(runtime)
         if any(_changes_fleet(e, daily) for e in pending):
@@ -324,6 +293,46 @@ class Reaper:
             runtime.exited.pop(exit_.live.execution_id, None)
         for exit_ in stale:
             self._undo_merge(exit_)
+
+    def _apply_exits(
+        self,
+        session: Session,
+        pending: list[FinishedExecution],
+        owned: dict[str, Task],
+        now: float,
+    ) -> tuple[list[dict[str, Any]], list[FinishedExecution]]:
+        """The executions' rows and their outcomes, written; the rows, and the exits that
+        finished after their task moved on (stale: a merge of theirs is undone)."""
+        kept = {}
+        for exit_ in pending:
+            live = exit_.live
+            if live.plan_id is not None:
+                kept[live.execution_id] = self.plans.owns(session, live.plan_id, live.execution_id)
+            else:
+                kept[live.execution_id] = live.task_key in owned
+        # The rows first, in one statement: applying an outcome may still refine one.
+        rows = self._with_spawns(
+            [self._execution_row(session, e, now, kept[e.live.execution_id]) for e in pending]
+        )
+        update_by_id(session, Execution, rows)
+        stale = []
+        for exit_ in pending:
+            live = exit_.live
+            last = self._new_windows(live, exit_.report, now, final=True)
+            if last is not None:
+                self._record_windows(session, live, last, now)
+            if live.plan_id is not None:
+                self.plans.complete(session, exit_, now)
+            else:
+                self.on_complete(session, live, exit_.outcome, now, owned.get(live.task_key or ""))
+            if not kept[live.execution_id] and exit_.outcome.kind not in GONE:
+                stale.append(exit_)
+        spent = {e.live.job_id for e in pending if _spent_anything(e)}
+        if spent:  # a budget's level can only move with spend
+            budgets.announce(session, spent, self.runtime.config.engine.budget_warn_at, now)
+        asked = [e.live.execution_id for e in pending if e.live.extra.get("asked")]
+        asks.cancel_open(session, asked, now)
+        return rows, stale
 
     def _undo_merge(self, exit_: FinishedExecution) -> None:
         if exit_.merge is None:

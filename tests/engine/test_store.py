@@ -7,6 +7,7 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,40 @@ def test_events_appended_in_one_statement_keep_the_order_they_were_recorded_in(
             ("task.started", "then 2"),
             ("job.finished", "last"),
         ]
+
+
+def test_events_recorded_together_land_in_one_insert_in_order_and_not_on_an_error(
+    workspace: Workspace,
+) -> None:
+    """An exit write records its events inside ``events_together``: the block's events are
+    one INSERT, between the transaction's events before and after it in the feed; a block
+    that raises appends none of its events."""
+    from sqlmodel import col, select
+
+    from relay_engine.store.events import EventKind, events_together, record_event
+    from relay_engine.store.schema import Event
+
+    store = workspace.store()
+    with store.write() as session:
+        record_event(session, EventKind.JOB_STARTED, "before", now=1.0, job_id="j")
+        session.flush()
+        sent = store.stats.statements
+        with events_together(session):
+            for i in (1, 2, 3):
+                record_event(session, EventKind.TASK_SUCCEEDED, f"in {i}", now=2.0, job_id="j")
+            with events_together(session):  # nested: the outer block appends it
+                record_event(session, EventKind.TASK_FAILED, "in 4", now=2.0, job_id="j")
+        assert store.stats.statements - sent == 1
+        record_event(session, EventKind.JOB_FINISHED, "after", now=3.0, job_id="j")
+    with store.write() as session:
+        with suppress(RuntimeError), events_together(session):
+            record_event(session, EventKind.TASK_FAILED, "dropped", now=4.0, job_id="j")
+            raise RuntimeError("the block fails; the transaction goes on")
+        record_event(session, EventKind.JOB_STARTED, "kept", now=5.0, job_id="j")
+    with store.read() as session:
+        rows = session.exec(select(Event).where(Event.job_id == "j").order_by(col(Event.id)))
+        in_feed = [e.message for e in rows]
+    assert in_feed == ["before", "in 1", "in 2", "in 3", "in 4", "after", "kept"]
 
 
 def test_ready_drafts_are_queued_together_and_only_while_still_drafts(
