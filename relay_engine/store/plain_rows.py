@@ -39,19 +39,20 @@ class _Shape:
     """One statement's SQL, and how a batch of rows becomes its parameters."""
 
     sql: str
-    columns: tuple[str, ...]  # in the order the SQL takes their values
-    processors: tuple[Processor, ...]
+    pairs: tuple[tuple[str, Processor], ...]  # each column and its processor, in SQL order
     by_column: bool  # one list of values per column (unnest), else one tuple per row
 
     def parameters(self, rows: Sequence[dict[str, Any]]) -> Any:
-        pairs = tuple(zip(self.columns, self.processors, strict=True))
+        pairs = self.pairs
         if self.by_column:
-            return tuple([_value(row[name], process) for row in rows] for name, process in pairs)
-        return [tuple(_value(row[name], process) for name, process in pairs) for row in rows]
-
-
-def _value(value: Any, process: Processor) -> Any:
-    return value if process is None else process(value)
+            return tuple(
+                [row[name] for row in rows]
+                if process is None
+                else [process(row[name]) for row in rows]
+                for name, process in pairs
+            )
+        # An 8-slot engine on SQLite sends every value of every claim and exit through here.
+        return [tuple([row[n] if p is None else p(row[n]) for n, p in pairs]) for row in rows]
 
 
 def insert_rows(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:
@@ -125,8 +126,8 @@ def _unnest(table: Table, columns: Iterable[str], dialect: Dialect) -> str:
 
 
 def _shape(sql: str, table: Table, columns: tuple[str, ...], dialect: Dialect) -> _Shape:
-    processors = tuple(_processor(table.c[name], dialect) for name in columns)
-    return _Shape(sql, columns, processors, by_column=_by_column(dialect))
+    pairs = tuple((name, _processor(table.c[name], dialect)) for name in columns)
+    return _Shape(sql, pairs, by_column=_by_column(dialect))
 
 
 def _quoted(dialect: Dialect, name: str) -> str:

@@ -35,7 +35,7 @@ SCREENS = {
     "text box": "Cancel",
 }
 """What each screen shows, to count which ones a run reached."""
-SECONDS_PER_SIZE = 45.0
+SECONDS_PER_SIZE = 35.0
 
 
 def seed_for(size: tuple[int, int]) -> int:
