@@ -1,4 +1,4 @@
-"""What one exit write costs through the ORM, through Core and through the driver itself.
+"""What one exit write costs as the engine sends it, through Core and through the driver.
 
     .venv/bin/python bench/db_layers.py [--exits 2] [--repeat 300] [--db postgresql://…]
 
@@ -10,8 +10,9 @@ whole rows, end their executions, move them to SUCCEEDED, append one event each)
 three ways in one transaction each, side by side, on a SQLite file (and on the PostgreSQL
 server ``--db`` names, with RELAY_BENCH_PG_URL as its default):
 
-- ``orm``: as the engine sends them today (``fenced_tasks``, ``update_by_id``, ``move_task``
-  and ``record_event``, flushed by the session);
+- ``engine``: as the engine sends them today (``fenced_tasks`` through the ORM,
+  ``plain_rows.update_by_id``, and ``move_task`` inside ``events_together``, whose events
+  are one INSERT);
 - ``core``: the same statements as SQLAlchemy Core, on the session's connection;
 - ``driver``: the same SQL through the DBAPI cursor (sqlite3, psycopg) of the same pool.
 
@@ -36,7 +37,7 @@ from sqlalchemy import bindparam
 from relay_engine.core.states import TaskState
 from relay_engine.ops.completion import fenced_tasks
 from relay_engine.store.db import Store, table_of
-from relay_engine.store.events import EventKind
+from relay_engine.store.events import EventKind, events_together
 from relay_engine.store.plain_rows import update_by_id
 from relay_engine.store.schema import Event, Execution, Task
 from relay_engine.store.task_rows import move_task
@@ -57,14 +58,15 @@ def seed(store: Store, count: int) -> dict[str, str]:
     return claims
 
 
-def orm_exit(store: Store, claims: dict[str, str]) -> None:
+def engine_exit(store: Store, claims: dict[str, str]) -> None:
     with store.write() as session:
         owned = fenced_tasks(session, claims)
         rows = [{"id": e, "ended_at": 2.0, "exit_code": 0, "outcome": "SUCCEEDED"} for e in claims.values()]  # fmt: skip
         update_by_id(session, Execution, rows)
-        for task in owned.values():
-            move_task(session, task, TaskState.SUCCEEDED, now=2.0, kind=EventKind.TASK_SUCCEEDED,
-                      message=f"{task.key} succeeded", finished_at=2.0)  # fmt: skip
+        with events_together(session):
+            for task in owned.values():
+                move_task(session, task, TaskState.SUCCEEDED, now=2.0, kind=EventKind.TASK_SUCCEEDED,
+                          message=f"{task.key} succeeded", finished_at=2.0)  # fmt: skip
         session.flush()
         session.rollback()
 
@@ -128,7 +130,7 @@ def _event(key: str) -> dict[str, Any]:
 
 
 WAYS: dict[str, Callable[[Store, dict[str, str]], None]] = {
-    "orm": orm_exit,
+    "engine": engine_exit,
     "core": core_exit,
     "driver": driver_exit,
 }

@@ -142,8 +142,16 @@ def _processor(target: Column[Any], dialect: Dialect) -> Processor:
 def _with_defaults(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each row with the Python-side defaults of the columns it leaves out, as the ORM and
     Core fill them in."""
-    missing = [c for c in table.columns if c.default is not None]
-    return [row | {c.name: _default_value(c) for c in missing if c.name not in row} for row in rows]
+    defaulted = _defaulted(table)
+    return [
+        row | {c.name: _default_value(c) for c in defaulted if c.name not in row} for row in rows
+    ]
+
+
+@lru_cache(maxsize=64)
+def _defaulted(table: Table) -> tuple[Column[Any], ...]:
+    """The columns with a Python-side default: looked for once per table, not per insert."""
+    return tuple(c for c in table.columns if c.default is not None)
 
 
 def _default_value(target: Column[Any]) -> Any:

@@ -72,9 +72,9 @@ UNCLAIMED = {"execution_id": None, "lease_owner": None, "lease_expires_at": None
 
 def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[str]:
     """DRAFT tasks whose dependencies succeeded join the queue, as :func:`move_task` would
-    move each, in one conditional UPDATE per :func:`~relay_engine.store.db.chunks` and one INSERT of their ``task.queued``
-    events: a job of a thousand independent tasks otherwise loaded, changed and flushed a
-    thousand ORM rows and events. Only tasks still DRAFT move (another engine may have
+    move each, in one conditional UPDATE per :func:`~relay_engine.store.db.chunks` of keys
+    and one INSERT of their ``task.queued`` events: a job of a thousand independent tasks
+    otherwise loaded, changed and flushed a thousand ORM rows and events. Only tasks still DRAFT move (another engine may have
     queued or cancelled one since they were read); the ones that did are returned, and the
     session's copies of them are brought up to date."""
     check_task(TaskState.DRAFT, TaskState.QUEUED)
