@@ -108,7 +108,8 @@ def build_launch(
         raise LaunchError(f"agent {request.agent.id}: {choice.problem}")
     result_name = RESULT_NAME if choice.kind != "bwrap" else f"{AGENT_DIR}/{RESULT_NAME}"
     result_file = directory / result_name
-    result_file.parent.mkdir(exist_ok=True)
+    if result_file.parent != directory:  # the sandboxed agent's own folder
+        result_file.parent.mkdir(exist_ok=True)
     serves = request.memory is not None and adapter.provider in MEMORY_TOOL_PROVIDERS
     server = _memory_server(directory, request) if serves else None
     invocation = adapter.build(_context(request, adapter, prompt_file, result_file, server))

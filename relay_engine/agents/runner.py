@@ -33,7 +33,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unicodedata
@@ -374,7 +373,8 @@ def launch(spec: LaunchSpec, on_exit: Callable[[str], None] | None = None) -> Ru
     if not spec.argv:
         raise LaunchError(f"execution {spec.execution_id}: empty argv")
     executable = _check_argv(spec)
-    spec.artifact_dir.mkdir(parents=True, exist_ok=True)
+    if not os.path.isdir(spec.artifact_dir):  # build_launch made it: one stat, not a mkdir
+        spec.artifact_dir.mkdir(parents=True, exist_ok=True)
     engine_end, supervisor_end = socket.socketpair()
     try:
         started = _start_supervisor(spec, supervisor_end.fileno(), executable)
@@ -1077,19 +1077,34 @@ def read_agent_file(path: Path, max_bytes: int) -> str | None:
 
 
 def write_artifact_text(artifact_dir: Path, name: str, text: str) -> Path:
-    """Write atomically so a reader (TUI, restarted engine) never sees a half-written file."""
-    artifact_dir.mkdir(parents=True, exist_ok=True)
+    """Write atomically so a reader (TUI, restarted engine) never sees a half-written file:
+    staged under a name of this thread's own beside it, then renamed over it. Not
+    ``tempfile.mkstemp``, whose random names cost more CPU than the write: every start
+    writes two of these. The folder is made only when it is not there yet."""
     target = artifact_dir / name
-    fd, tmp = tempfile.mkstemp(dir=artifact_dir, prefix=f".{name}.", suffix=".tmp")
+    staged = f"{artifact_dir}{os.sep}.{name}.{os.getpid()}-{threading.get_ident()}.tmp"
+    data = text.encode("utf-8")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        fd = os.open(staged, _STAGED_FLAGS, 0o600)
+    except FileNotFoundError:
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(staged, _STAGED_FLAGS, 0o600)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(staged, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(staged)
         raise
     return target
+
+
+_STAGED_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def write_artifact_json(artifact_dir: Path, name: str, obj: Any) -> Path:

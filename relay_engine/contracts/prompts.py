@@ -5,7 +5,7 @@ what the tasks it depends on produced, the workstream's recent memory notes, and
 operator's overlay files from ``.relay/prompts/`` (chosen by repo, provider, role and
 kind, most general first, so a specific overlay can refine a general one).
 
-Pure: :mod:`relay_engine.ops.prompt_context` reads the files :func:`overlay_paths` names
+Pure: :mod:`relay_engine.ops.prompt_context` reads the files :func:`overlay_names` names
 and the rows, and passes their text in.
 """
 
@@ -76,15 +76,12 @@ class PromptParts:
     memory_tools: bool = False  # the agent's CLI has relay's memory_search and memory_add
 
 
-def overlay_paths(
-    prompts_dir: Path, *, repo: str | None, provider: str, role: str, kind: str
-) -> list[Path]:
-    """Overlay files that apply, general to specific: all, repo, provider, role, kind."""
+def overlay_names(*, repo: str | None, provider: str, role: str, kind: str) -> list[str]:
+    """The overlay files that apply, general to specific: all, repo, provider, role, kind."""
     names = ["all.md"]
     if repo:
         names.append(f"repo-{Path(repo).name}.md")
-    names += [f"provider-{provider}.md", f"role-{role}.md", f"kind-{kind}.md"]
-    return [prompts_dir / name for name in names if (prompts_dir / name).is_file()]
+    return [*names, f"provider-{provider}.md", f"role-{role}.md", f"kind-{kind}.md"]
 
 
 def assemble_prompt(parts: PromptParts) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sqlmodel import Session, col, select
@@ -14,7 +15,7 @@ from relay_engine.contracts.prompts import (
     DependencyResult,
     PromptParts,
     answer_contract,
-    overlay_paths,
+    overlay_names,
 )
 from relay_engine.ops import troubleshoot
 from relay_engine.store.schema import Job, Memory, Task
@@ -30,16 +31,10 @@ def prompt_context(
         for d in sorted(deps.values(), key=lambda t: t.task_id)
     ]
     notes = _memory_notes(session, task)
-    overlays = [
-        path.read_text(encoding="utf-8", errors="replace")
-        for path in overlay_paths(
-            workspace / ".relay" / "prompts",
-            repo=job.repo_path if job else None,
-            provider=provider,
-            role=task.role,
-            kind=task.kind,
-        )
-    ]
+    names = overlay_names(
+        repo=job.repo_path if job else None, provider=provider, role=task.role, kind=task.kind
+    )
+    overlays = _overlays(workspace / ".relay" / "prompts", names)
     return PromptParts(
         task_key=task.key,
         title=task.title,
@@ -74,3 +69,14 @@ def _memory_notes(session: Session, task: Task) -> list[str]:
         .limit(MEMORY_NOTES_IN_PROMPT)
     )
     return list(session.exec(query))[::-1]
+
+
+def _overlays(folder: Path, names: list[str]) -> list[str]:
+    """The texts of those of ``names`` the overlay folder holds, in that order: one listing
+    of the folder per start (most workspaces have none), not a look per name."""
+    try:
+        present = set(os.listdir(folder))
+    except OSError:
+        return []
+    paths = [folder / name for name in names if name in present]
+    return [path.read_text(encoding="utf-8", errors="replace") for path in paths if path.is_file()]

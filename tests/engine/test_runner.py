@@ -303,6 +303,10 @@ def test_artifact_writers_replace_atomically(tmp_path: Path) -> None:
     write_artifact_json(tmp_path / "a", "r.json", {"summary": "ok", "n": [1, 2]})
     assert json.loads((tmp_path / "a" / "r.json").read_text()) == {"summary": "ok", "n": [1, 2]}
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["note.txt", "r.json"]
+    (tmp_path / "a" / "taken").mkdir()  # a write that cannot land leaves nothing staged
+    with pytest.raises(IsADirectoryError):
+        write_artifact_text(tmp_path / "a", "taken", "three")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["note.txt", "r.json", "taken"]
 
 
 def test_the_fork_server_exits_quietly_when_its_engine_dies_before_the_answer(
