@@ -7,6 +7,7 @@ tick costs the same whether the database holds a hundred or a million finished t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
@@ -18,7 +19,7 @@ from relay_engine.loop.dispatch import task_facts
 from relay_engine.ops.completion import block_dependents
 from relay_engine.ops.pulls import to_review
 from relay_engine.ops.upstream import hold_for_other_jobs
-from relay_engine.store.db import Store
+from relay_engine.store.db import Store, chunks, column_rows, select_columns
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, ProviderLimit, Review, Task
@@ -29,18 +30,30 @@ from relay_engine.store.task_rows import (
     tasks_by_key,
 )
 
+DRAFT_COLUMNS = (
+    Task.key, Task.job_id, Task.task_id, Task.state, Task.priority, Task.created_at,
+    Task.dependencies, Task.external_deps, Task.workstream, Task.resumed_at, Task.parked_at,
+    Task.execution_id,
+)  # fmt: skip
+"""What readiness reads of a draft: plain rows, not ORM objects (a job of a thousand tasks
+is a thousand drafts, and a whole row decodes every JSON column of it)."""
+
+DEPENDENCY_COLUMNS = (Task.key, Task.job_id, Task.task_id, Task.state, Task.blocked_by)
+
 
 def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset()) -> bool:
     """DRAFT tasks whose dependencies all succeeded become QUEUED; failed ones block."""
     with store.read() as session:
-        query = select(Task).where(Task.state == TaskState.DRAFT, col(Task.blocked_by).is_(None))
-        drafts = [t for t in session.exec(query) if t.key not in gated]
+        query = select_columns(*DRAFT_COLUMNS).where(
+            Task.state == TaskState.DRAFT, col(Task.blocked_by).is_(None)
+        )
+        drafts = [t for t in column_rows(session, query) if t.key not in gated]
         if not drafts:
             return False
         waiting, blocked_upstream = hold_for_other_jobs(session, drafts)
         drafts = [t for t in drafts if t.key not in waiting]
-        dep_keys = {task_key(t.job_id, d) for t in drafts for d in t.dependencies}
-        deps = tasks_by_key(session, dep_keys)
+        dep_keys = sorted({task_key(t.job_id, d) for t in drafts for d in t.dependencies})
+        deps = _dependencies(session, dep_keys)
     states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
     decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
     transitive = blocked_upstream | {
@@ -53,6 +66,15 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
         return False
     _apply_readiness(store, decision.to_queue, {**transitive, **decision.blocked}, now)
     return True
+
+
+def _dependencies(session: Session, keys: list[str]) -> dict[str, Any]:
+    """The drafts' dependencies, key -> a row of :data:`DEPENDENCY_COLUMNS`."""
+    found: dict[str, Any] = {}
+    for chunk in chunks(keys):
+        query = select_columns(*DEPENDENCY_COLUMNS).where(col(Task.key).in_(chunk))
+        found.update((row.key, row) for row in column_rows(session, query))
+    return found
 
 
 def _apply_readiness(
