@@ -183,7 +183,11 @@ class RelayApp(
 
     @property
     def main_screen(self) -> MainScreen:
-        return cast(MainScreen, self.screen_stack[0])  # get_default_screen's
+        """get_default_screen's. Once the app has closed its screens (quitting), a timer or a
+        message still queued finds none: NoMatches, as a query of its gone panes would."""
+        if not self.screen_stack:
+            raise NoMatches("the console is closing: its main screen is gone")
+        return cast(MainScreen, self.screen_stack[0])
 
     def on_mount(self) -> None:
         self.state_styles = theme_styles(self.get_css_variables())

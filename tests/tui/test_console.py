@@ -27,6 +27,7 @@ from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
 from relay_tui.data.projection import Projection
 from relay_tui.demo.sample import NOW, frozen_clock, write_sample
+from relay_tui.messages import SnapshotLoaded
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
@@ -360,3 +361,18 @@ async def test_a_number_key_right_after_a_screen_opens_goes_back_without_a_crash
                 await pilot.pause(0.3)
             assert sample_app.return_code is None
             assert sample_app.screen is sample_app.main_screen
+
+
+@run_async
+async def test_a_tick_or_a_snapshot_landing_after_the_screens_closed_is_harmless(
+    sample_app: RelayApp,
+) -> None:
+    """The once-a-second tick and a snapshot read just before quitting can both be handled
+    after the app has closed its screens (a fresh-clone CI run met the tick there)."""
+    async with sample_app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        snapshot = sample_app.snapshot
+    assert not sample_app.screen_stack and snapshot is not None
+    sample_app._tick()
+    sample_app._snapshot_loaded(SnapshotLoaded(snapshot))
+    assert sample_app.snapshot is snapshot
