@@ -93,9 +93,10 @@ class LiveExecution:
         chunk = self.process.read_new_stdout(budget)
         if chunk:
             self.parser.feed(chunk, now)
-            progress = self.parser.report.last_progress
-            self.last_output = progress or self.process.last_line() or self.last_output
-        return self.parser.report
+        report = self.parser.report  # one copy per look: the reaper looks every tick
+        if chunk:
+            self.last_output = report.last_progress or self.process.last_line() or self.last_output
+        return report
 
     def drain(self, now: datetime) -> None:
         while chunk := self.process.read_new_stdout(1 << 20):

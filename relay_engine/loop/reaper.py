@@ -92,8 +92,9 @@ class Reaper:
                 windows.append((live, seen))
             if report.limit is not None and live.stop_reason is None:
                 live.stop(StopReason.LIMITED, 2.0)
-            self._watch_stderr(live, now)
-            if live.parser.report.failure is not None and live.stop_reason is None:
+            if self._watch_stderr(live, now):  # what it saw may be a failure
+                report = live.parser.report
+            if report.failure is not None and live.stop_reason is None:
                 live.stop(StopReason.UNAVAILABLE, 2.0)  # e.g. codex waiting for the network
             if live.timed_out(now) and live.stop_reason is None:
                 live.stop(StopReason.TIMEOUT, runtime.config.engine.cancel_grace_seconds)
@@ -143,12 +144,14 @@ class Reaper:
         )
         self.runtime.forget_fleet()  # a watermark crossed parks the account's next starts
 
-    def _watch_stderr(self, live: LiveExecution, now: float) -> None:
-        """Some CLIs retry a dead network on stderr only (gemini): look every few seconds."""
+    def _watch_stderr(self, live: LiveExecution, now: float) -> bool:
+        """Some CLIs retry a dead network on stderr only (gemini): look every few seconds.
+        Whether it looked (and the parser may have noted something)."""
         if now - live.extra.get("stderr_seen", 0.0) < STDERR_WATCH_INTERVAL_S:
-            return
+            return False
         live.extra["stderr_seen"] = now
         live.parser.notice_stderr(live.process.stderr_tail())
+        return True
 
     def _fence_check(self) -> None:
         """Stop processes whose task was taken from us: cancelled (or dropped) by the

@@ -56,6 +56,17 @@ def state_marker(tmp_path: Path, cli: str, name: str) -> tuple[Path, str]:
     return home / f".{cli}" / name, str(home)
 
 
+def parked_run(workspace: Workspace, agent: dict[str, Any]) -> tuple[Any, Task]:
+    """One long task on ``agent`` alone, run until it parks: its one execution, and it."""
+    workspace.configure(agents=[agent])
+    workspace.submit(job_toml("j", [{"id": "t", "timeout": 3600}]))
+    store = workspace.store()
+    with running_engine(workspace.engine()):
+        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
+        [run] = executions(store)
+        return run, tasks(store)["j/t"]
+
+
 def agent_status(workspace: Workspace, agent_id: str) -> dict[str, Any]:
     return next(a for a in workspace.status()["agents"] if a["id"] == agent_id)
 
@@ -140,13 +151,7 @@ def test_codex_waiting_for_the_network_is_stopped_long_before_the_task_timeout(
     codex = replay_agent(
         "codex-main", "codex", "codex-offline", REPLAY_LINE_DELAY="0.2", REPLAY_HANG="1"
     )
-    workspace.configure(agents=[codex])
-    workspace.submit(job_toml("j", [{"id": "t", "timeout": 3600}]))
-    store = workspace.store()
-    with running_engine(workspace.engine()):
-        wait_for(lambda: tasks(store)["j/t"].state == "PARKED", what="parked", timeout=90)
-        [run] = executions(store)
-        task = tasks(store)["j/t"]
+    run, task = parked_run(workspace, codex)
     assert run.outcome == "unavailable"
     assert "waiting for network" in (run.error or "")
     assert task.attempt == 0
@@ -155,6 +160,20 @@ def test_codex_waiting_for_the_network_is_stopped_long_before_the_task_timeout(
     assert status["until"] == pytest.approx(run.ended_at + 30, abs=1)
     assert status["fix"].startswith("no network: will probe again at ")
     assert task.not_before == pytest.approx(status["until"])
+    assert run.pid is not None and pid_gone(run.pid)
+
+
+def test_gemini_retrying_a_dead_network_on_stderr_only_is_stopped_and_parked(
+    workspace: Workspace,
+) -> None:
+    """Offline, the real gemini retries "fetch failed" with back-off for minutes and prints
+    nothing on stdout: the reaper's look at stderr is what stops it."""
+    gemini = replay_agent("gemini-main", "gemini", "gemini-api-key-offline", REPLAY_HANG="1")
+    run, task = parked_run(workspace, gemini)
+    assert run.outcome == "unavailable"
+    assert "fetch failed" in (run.error or "")
+    assert task.attempt == 0
+    assert agent_status(workspace, "gemini-main")["status"] == "unreachable"
     assert run.pid is not None and pid_gone(run.pid)
 
 
