@@ -1083,19 +1083,14 @@ def write_artifact_text(artifact_dir: Path, name: str, text: str) -> Path:
     writes two of these. The folder is made only when it is not there yet."""
     target = artifact_dir / name
     staged = f"{artifact_dir}{os.sep}.{name}.{os.getpid()}-{threading.get_ident()}.tmp"
-    data = text.encode("utf-8")
     try:
         fd = os.open(staged, _STAGED_FLAGS, 0o600)
     except FileNotFoundError:
         artifact_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(staged, _STAGED_FLAGS, 0o600)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
         os.replace(staged, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -91,11 +91,11 @@ class LiveExecution:
     def pump(self, now: datetime, budget: int = 1 << 20) -> AgentReport:
         """Feed new output to the parser; bounded per call so a flood cannot stall a tick."""
         chunk = self.process.read_new_stdout(budget)
-        if chunk:
-            self.parser.feed(chunk, now)
+        if not chunk:
+            return self.parser.report
+        self.parser.feed(chunk, now)
         report = self.parser.report  # one copy per look: the reaper looks every tick
-        if chunk:
-            self.last_output = report.last_progress or self.process.last_line() or self.last_output
+        self.last_output = report.last_progress or self.process.last_line() or self.last_output
         return report
 
     def drain(self, now: datetime) -> None:

@@ -7,7 +7,6 @@ tick costs the same whether the database holds a hundred or a million finished t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
@@ -19,7 +18,7 @@ from relay_engine.loop.dispatch import task_facts
 from relay_engine.ops.completion import block_dependents
 from relay_engine.ops.pulls import to_review
 from relay_engine.ops.upstream import hold_for_other_jobs
-from relay_engine.store.db import Store, chunks, column_rows, select_columns
+from relay_engine.store.db import Store, column_rows, select_columns
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, ProviderLimit, Review, Task
@@ -27,6 +26,7 @@ from relay_engine.store.task_rows import (
     mark_blocked,
     queue_drafts,
     resume_parked_task,
+    rows_by_key,
     tasks_by_key,
 )
 
@@ -52,8 +52,8 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
             return False
         waiting, blocked_upstream = hold_for_other_jobs(session, drafts)
         drafts = [t for t in drafts if t.key not in waiting]
-        dep_keys = sorted({task_key(t.job_id, d) for t in drafts for d in t.dependencies})
-        deps = _dependencies(session, dep_keys)
+        dep_keys = [task_key(t.job_id, d) for t in drafts for d in t.dependencies]
+        deps = rows_by_key(session, dep_keys, DEPENDENCY_COLUMNS)
     states = {(t.job_id, t.task_id): TaskState(t.state) for t in deps.values()}
     decision = readiness([task_facts(t) for t in drafts if t.key not in blocked_upstream], states)
     transitive = blocked_upstream | {
@@ -66,15 +66,6 @@ def promote_ready(store: Store, now: float, gated: frozenset[str] = frozenset())
         return False
     _apply_readiness(store, decision.to_queue, {**transitive, **decision.blocked}, now)
     return True
-
-
-def _dependencies(session: Session, keys: list[str]) -> dict[str, Any]:
-    """The drafts' dependencies, key -> a row of :data:`DEPENDENCY_COLUMNS`."""
-    found: dict[str, Any] = {}
-    for chunk in chunks(keys):
-        query = select_columns(*DEPENDENCY_COLUMNS).where(col(Task.key).in_(chunk))
-        found.update((row.key, row) for row in column_rows(session, query))
-    return found
 
 
 def _apply_readiness(

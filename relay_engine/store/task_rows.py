@@ -25,7 +25,7 @@ from relay_engine.contracts.task_definitions import (
 )
 from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
-from relay_engine.store.db import chunks
+from relay_engine.store.db import chunks, column_rows, select_columns
 from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
 from relay_engine.store.schema import Task
 
@@ -74,9 +74,9 @@ def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[s
     """DRAFT tasks whose dependencies succeeded join the queue, as :func:`move_task` would
     move each, in one conditional UPDATE per :func:`~relay_engine.store.db.chunks` of keys
     and one INSERT of their ``task.queued`` events: a job of a thousand independent tasks
-    otherwise loaded, changed and flushed a thousand ORM rows and events. Only tasks still DRAFT move (another engine may have
-    queued or cancelled one since they were read); the ones that did are returned, and the
-    session's copies of them are brought up to date."""
+    otherwise loaded, changed and flushed a thousand ORM rows and events. Only tasks still
+    DRAFT move (another engine may have queued or cancelled one since they were read); the
+    ones that did are returned, and the session's copies of them are brought up to date."""
     check_task(TaskState.DRAFT, TaskState.QUEUED)
     values = {"state": TaskState.QUEUED, "updated_at": now, **UNCLAIMED}
     moved: list[Any] = []
@@ -196,6 +196,17 @@ def tasks_by_key(session: Session, keys: Iterable[str]) -> dict[str, Task]:
     for chunk in chunks(list(set(keys))):
         for task in session.exec(select(Task).where(col(Task.key).in_(chunk))):
             found[task.key] = task
+    return found
+
+
+def rows_by_key(session: Session, keys: Sequence[str], columns: Sequence[Any]) -> dict[str, Any]:
+    """:func:`tasks_by_key` as plain rows of ``columns`` (``Task.key`` among them), for a
+    read that decides on a few columns of many tasks: a whole row decodes every JSON
+    column of it."""
+    found: dict[str, Any] = {}
+    for chunk in chunks(sorted(set(keys))):
+        query = select_columns(*columns).where(col(Task.key).in_(chunk))
+        found.update((row.key, row) for row in column_rows(session, query))
     return found
 
 
