@@ -25,6 +25,7 @@ from helpers import (
 )
 from sqlmodel import select
 
+from relay_engine.agents.runner import write_artifact_text
 from relay_engine.contracts.job_file import parse_job_text
 from relay_engine.ops.jobs import submit_job
 from relay_engine.store.schema import Plan, ProviderSession
@@ -55,13 +56,15 @@ def test_config_edits_take_effect_without_a_restart_and_bad_ones_are_refused(
     engine = ws.engine()
     with running_engine(engine):
         wait_for(lambda: events(store, "engine.started"), what="the engine to start")
-        (ws.path / "relay.toml").write_text(relay_toml(agents=[claude_agent("second")]))
+        # Written as editors save, whole: a tick between truncating and writing would
+        # read an empty relay.toml, refuse it, and take the next event's place.
+        write_artifact_text(ws.path, "relay.toml", relay_toml(agents=[claude_agent("second")]))
         wait_for(lambda: events(store, "config.reloaded"), what="the reload")
         ws.submit(job_toml("after", [{"id": "t", "sim": sim(0.05)}]))
         wait_for(lambda: task_state(store, "after/t") == "SUCCEEDED", what="the task")
         assert tasks(store)["after/t"].agent == "second"
 
-        (ws.path / "relay.toml").write_text('[[agents]]\nid = "x"\nprovider = "nope"\n')
+        write_artifact_text(ws.path, "relay.toml", '[[agents]]\nid = "x"\nprovider = "nope"\n')
         (invalid,) = wait_for(lambda: events(store, "config.invalid"), what="the refusal")
         assert "agents[0] (x).provider" in invalid.message
         assert "keeping the last good config" in invalid.message
