@@ -1,8 +1,9 @@
 """The reader thread: turns the database's change feed into snapshots for the UI.
 
 At most one snapshot is in flight: the next is read (coalescing every change since) only
-once the UI has applied and painted the previous one, and no sooner than
-:data:`BUSY_SHARE` of the UI's time allows, so key presses always find the UI thread free.
+once the UI has applied and painted the previous one (or :data:`ACK_WAIT_SECONDS` passed
+without its word), and no sooner than :data:`BUSY_SHARE` of the UI's time allows, so key
+presses always find the UI thread free.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ MIN_FRAME_SECONDS = 0.05  # at most 20 snapshots a second reach the UI
 MAX_FRAME_SECONDS = 1.0
 BUSY_SHARE = 0.25
 ERROR_PAUSE_SECONDS = 2.0
+ACK_WAIT_SECONDS = 2.0
+"""The longest the reader waits for the UI to say it painted the last snapshot. Textual
+runs an after-refresh callback on the screen current when it was asked for, and a screen
+closed before it painted never runs it (keys in bursts opening and closing screens): a lost
+acknowledgement then costs one frame's delay, not every frame after it."""
 
 
 class FeedReader:
@@ -74,6 +80,8 @@ class FeedReader:
             while not self._consumed.wait(0.25):
                 if self._stop.is_set():
                     return
+                if time.monotonic() - started >= ACK_WAIT_SECONDS:
+                    break
             pace = min(MAX_FRAME_SECONDS, self.ui_busy_seconds / BUSY_SHARE)
             try:
                 snapshot = self.projection.load()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from relay_engine.contracts.config import default_config
 from relay_engine.store.db import Store
 from relay_engine.store.schema import Command, Task
 from relay_tui.app import RelayApp
+from relay_tui.data.feed import FeedReader
 from relay_tui.data.projection import Projection
+from relay_tui.data.snapshot import Snapshot
 from relay_tui.demo.sample import NOW, frozen_clock, write_sample
 from relay_tui.messages import SnapshotLoaded
 from relay_tui.screens.confirm import ConfirmScreen
@@ -376,3 +379,26 @@ async def test_a_tick_or_a_snapshot_landing_after_the_screens_closed_is_harmless
     sample_app._tick()
     sample_app._snapshot_loaded(SnapshotLoaded(snapshot))
     assert sample_app.snapshot is snapshot
+
+
+def test_the_feed_reads_on_when_the_console_never_says_it_painted(tmp_path: Path) -> None:
+    """Textual drops an after-refresh callback whose screen closed before it painted (keys
+    in bursts, in tmux): the reader waited for that word forever, and the console showed the
+    same snapshot from then on while the engine ran on."""
+    delivered: list[Snapshot] = []
+    feed = FeedReader(
+        Store(write_sample(tmp_path)),
+        deliver=delivered.append,  # and never feed.painted(): the word that got lost
+        failed=lambda error: None,
+        poll_interval=0.1,
+        lease_seconds=90,
+        clock=frozen_clock,
+    )
+    feed.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(delivered) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        feed.stop()
+    assert len(delivered) >= 2
