@@ -22,7 +22,7 @@ from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.theme import ThemeProvider
-from textual.widget import AwaitMount
+from textual.widget import AwaitMount, MountError
 
 from relay_engine.contracts.config import RelayConfig, load_config
 from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, TaskState
@@ -207,7 +207,14 @@ class RelayApp(
             self.engine.stop(timeout=5.0)
 
     def _handle_exception(self, error: Exception) -> None:
-        """A crash: keep the traceback in a file (the CLI names it) and exit non-zero."""
+        """A crash: keep the traceback in a file (the CLI names it) and exit non-zero.
+
+        Once ``exit()`` has run, Textual reports every screen detached and refuses to mount
+        on it. A callback queued before (the palette's Keys command picked in the burst
+        that quit) then raises ``MountError`` on a console that is leaving anyway: that is
+        no crash, and the quit stays clean."""
+        if isinstance(error, MountError) and self.return_code is not None:
+            return
         if self.crash_report is None:
             self.crash_error = error
             with contextlib.suppress(OSError):  # the demo's workspace is deleted on exit

@@ -74,7 +74,8 @@ class SafePalette(CommandPalette):
     palette, the main screen, and the app ends with ``ScreenStackError`` (found by the tmux
     key bursts). A dismiss of a palette that is no longer on top does nothing. A letter
     typed after the selecting enter starts a search in a palette whose list is already
-    gone (``NoMatches`` in its worker ended the app): a closing palette searches no more.
+    gone (``NoMatches`` in its worker ended the app): a closing palette searches no more,
+    and moves no cursor in that list either.
 
     ``OptionList._move_page`` reads ``_index_to_line[highlighted]``, a cache that
     ``_update_lines`` fills only while the list has a non-empty content region. The palette
@@ -103,6 +104,8 @@ class SafePalette(CommandPalette):
             super()._watch__list_visible()
 
     def _action_command_list(self, action: str) -> None:
+        if self._closing_once or not self.is_attached:  # its list may be gone already
+            return
         if action in ("page_up", "page_down"):
             commands = self.query_one(CommandList)
             highlighted = commands.highlighted or 0

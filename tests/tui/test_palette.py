@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -91,3 +92,47 @@ async def test_ctrl_p_with_a_palette_still_attached_does_not_crash(tmp_path: Pat
             await type_keys(pilot, "escape", "ctrl+p", "y", "escape", "ctrl+p", gap=0)
         await pilot.pause(0.5)
         assert app._exception is None and app.return_code is None
+
+
+@run_async
+async def test_a_page_move_in_the_burst_that_picks_a_command_does_not_crash(
+    tmp_path: Path,
+) -> None:
+    """A fresh-clone CI burst (seed 2300 at 120x36) ended the console with ``NoMatches:
+    CommandList``: a page move reached a palette that enter had just closed and whose list
+    was already gone."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_loaded(pilot)
+        for _ in range(3):
+            await type_keys(pilot, "ctrl+p", *"help", gap=0.05)
+            await pilot.pause(0.4)
+            await type_keys(pilot, "enter", "pagedown", "pageup", "pagedown", gap=0)
+            await pilot.pause(0.4)
+            assert app._exception is None and app.return_code is None
+            await type_keys(pilot, "escape", gap=0)
+            await pilot.pause(0.2)
+        palette = SafePalette()
+        await app.push_screen(palette)
+        await pilot.pause(0.2)
+        await palette.dismiss()
+        await pilot.pause(0.2)
+        palette._action_command_list("page_down")  # what a page move queued before does
+        palette._action_command_list("cursor_down")
+        await pilot.pause(0.3)
+        assert app._exception is None and app.return_code is None
+
+
+@run_async
+async def test_the_palettes_keys_command_landing_after_quit_ends_cleanly(tmp_path: Path) -> None:
+    """A fresh-clone CI burst (seed 59439 at 80x24) picked the palette's Quit and then its
+    Keys command: the help panel's mount ran after ``exit()`` had detached every screen,
+    and a clean quit became a crash (``MountError``) with exit status 1."""
+    app = attached_app(tmp_path, write_sample(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot)
+        app.exit()
+        app.call_later(app.action_show_help_panel)
+        app.call_later(app.action_hide_help_panel)
+        await asyncio.sleep(0.2)
+    assert app._exception is None and app.return_code == 0
