@@ -444,6 +444,9 @@ def test_planner_of_a_killed_engine_is_recovered_without_duplicate_children(
         # Its supervisor saw the engine die and took the planner down with it.
         wait_for(lambda: pid_gone(orphan.pid or 0), timeout=15, what="the planner to stop")
         _make_planner_fast(store)
+        # The dead engine's 2 s lease stays in the database; the survivor renews a longer
+        # one, which a loaded CI runner cannot let lapse into a third, released, run.
+        workspace.configure(lease=15.0, heartbeat=0.5)
         assert run_until_idle(workspace.engine()) is True
     finally:
         stop_process(proc)
