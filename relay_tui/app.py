@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.command import CommandListItem, SimpleProvider
 from textual.css.query import NoMatches
@@ -65,6 +65,10 @@ PLANNER_EVENTS: dict[str, SeverityLevel] = {
 }
 ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
+
+
+LEAVING_ERRORS = (MountError, NoMatches, ScreenStackError)
+"""What a UI callback meets when it runs after the console began to quit."""
 
 
 class RelayApp(
@@ -209,11 +213,11 @@ class RelayApp(
     def _handle_exception(self, error: Exception) -> None:
         """A crash: keep the traceback in a file (the CLI names it) and exit non-zero.
 
-        Once ``exit()`` has run, Textual reports every screen detached and refuses to mount
-        on it. A callback queued before (the palette's Keys command picked in the burst
-        that quit) then raises ``MountError`` on a console that is leaving anyway: that is
-        no crash, and the quit stays clean."""
-        if isinstance(error, MountError) and self.return_code is not None:
+        Once ``exit()`` has run, Textual reports every screen detached, refuses to mount on
+        it and closes the screens. A callback queued before (the palette's Keys command
+        picked in the burst that quit) then finds no screen, pane or place to mount on a
+        console that is leaving anyway: that is no crash, and the quit stays clean."""
+        if isinstance(error, LEAVING_ERRORS) and self.return_code is not None:
             return
         if self.crash_report is None:
             self.crash_error = error

@@ -134,5 +134,7 @@ async def test_the_palettes_keys_command_landing_after_quit_ends_cleanly(tmp_pat
         app.exit()
         app.call_later(app.action_show_help_panel)
         app.call_later(app.action_hide_help_panel)
+        app.call_later(app.pop_screen)  # the last screen: ScreenStackError
+        app.call_later(lambda: app.screen.query_one("#a-pane-gone"))
         await asyncio.sleep(0.2)
     assert app._exception is None and app.return_code == 0
