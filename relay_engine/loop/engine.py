@@ -63,6 +63,9 @@ SETTLING_KINDS = (
     EventKind.TASK_FAILED,
 )  # fmt: skip
 """Task events after which a job may be done, whoever recorded them."""
+CONFIG_SETTLE_NS = 1_000_000_000
+"""How recently relay.toml may have been written for a parse error to mean "still being
+saved" rather than "invalid"."""
 
 
 class Engine:
@@ -243,6 +246,11 @@ class Engine:
             return False
         self._config_seen = stamp
         error = reload_config(self.runtime)
+        if error and stamp is not None and time.time_ns() - stamp[0] < CONFIG_SETTLE_NS:
+            # An editor that saves in place (truncate, then write) may be halfway through:
+            # the next full tick looks again, and only a file still invalid is refused.
+            self._config_seen = None
+            return False
         with self.store.write() as session:
             if error:
                 record_event(

@@ -4,6 +4,7 @@ and the assessor's wave gate. Real engines, real sim processes, a real SQLite fi
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,6 +74,38 @@ def test_config_edits_take_effect_without_a_restart_and_bad_ones_are_refused(
         submit_job(store, still, now=time.time())
         wait_for(lambda: task_state(store, "still/t") == "SUCCEEDED", what="the second task")
         assert tasks(store)["still/t"].agent == "second"
+
+
+def test_relay_toml_caught_halfway_through_a_save_is_not_refused(
+    sqlite_workspace: Workspace,
+) -> None:
+    """Editors that save in place truncate, then write: a tick in between read half a
+    file and recorded ``config.invalid`` for a config the operator never got wrong. A parse
+    error in a file written within the last second is looked at again on the next tick;
+    only one still invalid after that is refused."""
+    ws = sqlite_workspace.configure(agents=[claude_agent("first")])
+    store = ws.store()
+    engine = ws.engine()
+    config = ws.path / "relay.toml"
+    whole = relay_toml(agents=[claude_agent("second")])
+    config.write_text(whole[: whole.index("command") + 20], encoding="utf-8")  # halfway
+    engine.tick()
+    assert not events(store, "config.invalid")
+    assert [a.id for a in engine.config.agents] == ["first"]
+    config.write_text(whole, encoding="utf-8")
+    engine.tick()
+    assert not events(store, "config.invalid") and events(store, "config.reloaded")
+    assert [a.id for a in engine.config.agents] == ["second"]
+
+    config.write_text('[[agents]]\nid = "x"\nprovider = "nope"\n', encoding="utf-8")
+    engine.tick()
+    assert not events(store, "config.invalid")
+    saved = time.time() - 2  # the same file, no longer fresh: a mistake, not a save
+    os.utime(config, (saved, saved))
+    engine.tick()
+    (invalid,) = events(store, "config.invalid")
+    assert "agents[0] (x).provider" in invalid.message
+    assert [a.id for a in engine.config.agents] == ["second"]
 
 
 def test_a_workstream_resumes_its_provider_session_and_remembers_what_it_did(
