@@ -97,15 +97,19 @@ def fresh_url(server: str | None) -> Iterator[str | None]:
         yield url
 
 
-def one_run(root: Path, server: str | None, slots: int, tasks: int) -> dict[str, float]:
-    """One engine, ``slots`` slots, ``tasks`` /bin/true tasks: its CPU and its ticks."""
+def one_run(
+    root: Path, server: str | None, slots: int, tasks: int, chains: int = 0
+) -> dict[str, float]:
+    """One engine, ``slots`` slots, ``tasks`` /bin/true tasks: its CPU and its ticks.
+    ``chains``: that many chains of dependent tasks (each waits on the one ``chains``
+    before it), most of the job a DRAFT until the end; 0, all independent."""
     workspace = Path(tempfile.mkdtemp(dir=root))
     true = shutil.which("true") or "/bin/true"
     agent = {"id": "true", "provider": "command", "command": [true], "roles": ["implementer"],
              "sandbox": "none"}  # fmt: skip
     config = {"engine": {"max_concurrent_agents": slots, "tick_seconds": 0.5}, "agents": [agent]}
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
-    job = {"job": {"id": "true"}, "tasks": [{"id": f"t{i:04d}"} for i in range(tasks)]}
+    job = {"job": {"id": "true"}, "tasks": [_task(i, chains) for i in range(tasks)]}
     (workspace / "job.toml").write_text(tomli_w.dumps(job))
     with fresh_url(server) as url:
         store = Store(url) if url else Store.for_workspace(workspace)
@@ -119,6 +123,11 @@ def one_run(root: Path, server: str | None, slots: int, tasks: int) -> dict[str,
     if not ok:
         sys.exit(f"the run at {slots} slots did not succeed: see {workspace}")
     return {"cpu_ms": cpu * 1000, "ticks": len(run.ticks), "tasks": tasks}
+
+
+def _task(i: int, chains: int) -> dict[str, Any]:
+    after = [f"t{i - chains:04d}"] if chains and i >= chains else []
+    return {"id": f"t{i:04d}", **({"depends_on": after} if after else {})}
 
 
 def _own_cpu() -> float:

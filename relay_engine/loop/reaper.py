@@ -283,9 +283,8 @@ class Reaper:
         pending = list(runtime.exited.values())
         claims = {e.live.task_key: e.live.execution_id for e in pending if e.live.task_key}
         with runtime.store.write() as session:
-            # The tasks' locks and their jobs' drafts (dependents to release) in one read.
-            jobs = {e.live.job_id for e in pending if e.live.task_key}
-            owned = fenced_tasks(session, claims, drafts_of=jobs)
+            # The tasks' locks and their dependents (drafts to release) in one read.
+            owned = fenced_tasks(session, claims, with_dependents=True)
             with events_together(session):  # an event or more per exit, in one INSERT
                 rows, stale = self._apply_exits(session, pending, owned, now)
         self._spawns_written(rows)

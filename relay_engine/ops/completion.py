@@ -6,7 +6,7 @@ observer ever sees a SUCCEEDED task whose ready dependents are still DRAFT.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -30,9 +30,11 @@ from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.plan_rows import allowed_wave
 from relay_engine.store.schema import Execution, Job, ProviderLimit, Task
 from relay_engine.store.task_rows import (
-    draft_tasks,
-    drafts_to_read,
-    hold_drafts,
+    dependents_params,
+    dependents_query,
+    dependents_to_read,
+    draft_dependents,
+    hold_dependents,
     job_tasks,
     mark_blocked,
     move_task,
@@ -72,22 +74,23 @@ def fenced_task(session: Session, key: str, execution_id: str) -> Task | None:
 
 
 def fenced_tasks(
-    session: Session, claims: Mapping[str, str], *, drafts_of: Iterable[str] = ()
+    session: Session, claims: Mapping[str, str], *, with_dependents: bool = False
 ) -> dict[str, Task]:
     """:func:`fenced_task` for many executions in one statement: key -> task still owned.
 
-    ``drafts_of``: jobs whose DRAFT tasks the completions may release, read by the same
-    statement (see :func:`~relay_engine.store.task_rows.hold_drafts`), not one of its own:
-    only the claimed rows are locked, the drafts are read as a plain read would."""
+    ``with_dependents``: the DRAFT tasks the completions may release are read by the same
+    statement (see :func:`~relay_engine.store.task_rows.hold_dependents`), not one of their
+    own: only the claimed rows are locked, the dependents are read as a plain read
+    would."""
     if not claims:
         return {}
-    jobs = drafts_to_read(session, drafts_of)
-    if not jobs:
+    keys = dependents_to_read(session, claims) if with_dependents else []
+    if not keys:
         locked = session.exec(_locked_tasks(), params={"keys": list(claims)})
         return {t.key: t for t in locked if t.execution_id == claims[t.key]}
-    params = {"keys": list(claims), "jobs": jobs}
-    rows = list(session.execute(_locked_tasks_and_drafts(), params).scalars())
-    hold_drafts(session, jobs, rows)
+    params = {"keys": list(claims), **dependents_params(keys)}
+    rows = list(session.execute(_locked_tasks_and_dependents(len(keys)), params).scalars())
+    hold_dependents(session, keys, rows)
     return {t.key: t for t in rows if t.key in claims and t.execution_id == claims[t.key]}
 
 
@@ -99,16 +102,14 @@ def _locked_tasks() -> SelectOfScalar[Task]:
 
 
 @cache
-def _locked_tasks_and_drafts() -> Executable:
-    """:func:`_locked_tasks` and the DRAFT tasks of ``jobs``, in one statement built once:
-    building it per exit (the locked rows' CTE names every column of the table again)
-    cost more than running it. Tasks are read from the union as an aliased entity, not
-    with ``from_statement``, whose loader the ORM sets up again (a row processor per
-    column) at every run: 0.2-0.25 ms of an exit's CPU."""
+def _locked_tasks_and_dependents(count: int) -> Executable:
+    """:func:`_locked_tasks` and the dependents of ``count`` of them, in one statement
+    built once per count: building it per exit (the locked rows' CTE names every column of
+    the table again) cost more than running it. Tasks are read from the union as an
+    aliased entity, not with ``from_statement``, whose loader the ORM sets up again (a row
+    processor per column) at every run: 0.2-0.25 ms of an exit's CPU."""
     held = _locked_tasks().cte("held")
-    jobs: BindParameter[list[str]] = bindparam("jobs", expanding=True)
-    drafts = select(Task).where(col(Task.job_id).in_(jobs), Task.state == TaskState.DRAFT)
-    both = union_all(select(*held.c), drafts).subquery("exiting")
+    both = union_all(select(*held.c), dependents_query(count)).subquery("exiting")
     return select(aliased(Task, both))
 
 
@@ -327,9 +328,7 @@ def release_dependents(session: Session, task: Task, *, now: float) -> list[Task
     (succeeded, or dropped)."""
     # A draft that also waits on another job's task is left to the readiness pass.
     drafts = [
-        t
-        for t in draft_tasks(session, task.job_id)
-        if task.task_id in t.dependencies and t.blocked_by is None and not t.external_deps
+        t for t in draft_dependents(session, task) if t.blocked_by is None and not t.external_deps
     ]
     if not drafts:
         return []

@@ -14,12 +14,14 @@ import pytest
 from helpers import Workspace, job_toml
 from sqlalchemy.exc import SQLAlchemyError
 
+from relay_engine.ops.completion import fenced_tasks
 from relay_engine.store.db import PING_AFTER_IDLE_S, Store, ensure_row
 from relay_engine.store.schema import (
     AgentRecord,
     ProviderLimit,
     Task,
 )
+from relay_engine.store.task_rows import draft_dependents, tasks_by_key
 
 
 def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Workspace) -> None:
@@ -260,3 +262,34 @@ def test_ready_drafts_are_queued_together_and_only_while_still_drafts(
     assert states == {"j/a": "QUEUED", "j/b": "QUEUED", "j/c": "DRAFT", "j/d": "CANCELLED"}
     assert sorted(e.task_key or "" for e in events(store, "task.queued")) == ["j/a", "j/b"]
     assert {t.updated_at for k, t in tasks(store).items() if k in ("j/a", "j/b")} == {3.0}
+
+
+def test_a_completion_reads_exactly_the_drafts_that_name_its_task(workspace: Workspace) -> None:
+    """Dependents are found by the database, by a LIKE on each draft's dependency list:
+    ``_`` is a wildcard there, ``t1`` is a prefix of ``t10``, and another job has a task of
+    the same name. Read one task at a time and preloaded for a batch, they agree."""
+    names = {"d1": ["a_b"], "d2": ["aXb"], "d3": ["t10"], "d4": ["t1", "x"], "d5": ["x"]}
+    roots = [{"id": name} for name in ("a_b", "aXb", "t1", "t10", "x")]
+    drafts = [{"id": name, "depends_on": deps} for name, deps in names.items()]
+    workspace.submit(job_toml("j", [*roots, *drafts]))
+    workspace.submit(job_toml("k", [{"id": "t1"}, {"id": "d9", "depends_on": ["t1"]}]))
+    expected = {"a_b": {"d1"}, "aXb": {"d2"}, "t1": {"d4"}, "t10": {"d3"}, "x": {"d4", "d5"}}
+    store = workspace.store()
+    with store.read() as session:
+        roots_by_key = tasks_by_key(session, [f"j/{name}" for name in expected])
+        one_by_one = {
+            task.task_id: {t.task_id for t in draft_dependents(session, task)}
+            for task in roots_by_key.values()
+        }
+    assert one_by_one == expected
+    with store.read() as session:
+        claims = {key: task.execution_id or "" for key, task in roots_by_key.items()}
+        claims["k/t1"] = ""
+        fenced_tasks(session, claims, with_dependents=True)
+        batched = {
+            task.task_id: {t.task_id for t in draft_dependents(session, task)}
+            for task in tasks_by_key(session, claims).values()
+            if task.job_id == "j"
+        }
+        assert session.info["relay.dependents"]["k/t1"][0].key == "k/d9"
+    assert batched == expected
