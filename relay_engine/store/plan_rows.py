@@ -3,7 +3,7 @@ it had, and the wave its gate lets run."""
 
 from __future__ import annotations
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, func, select
 
 from relay_engine.core.states import JobState, PlanState, TaskState
 from relay_engine.store.schema import Job, Plan, Task
@@ -38,8 +38,8 @@ def gated_keys(session: Session) -> frozenset[str]:
 def allowed_wave(session: Session, job: Job) -> int:
     """The highest wave that may run: the first wave of the current plan always does."""
     plan = latest_plan(session, job.id)
-    query = select(Task.wave).where(Task.job_id == job.id)
+    query = select(func.min(Task.wave)).where(Task.job_id == job.id)
     if plan is not None and plan.children_stored:
         query = query.where(Task.plan_id == plan.id)
-    first = min(session.exec(query).all(), default=0)
+    first = session.exec(query).one() or 0  # the database's min: a release reads one row
     return max(job.approved_wave, first)
