@@ -7,7 +7,6 @@ from sqlmodel import Session, col, func, select
 
 from relay_engine.core.states import JobState, PlanState, TaskState
 from relay_engine.store.schema import Job, Plan, Task
-from relay_engine.store.task_rows import job_tasks
 
 
 def latest_plan(session: Session, job_id: str) -> Plan | None:
@@ -20,8 +19,7 @@ def latest_plan(session: Session, job_id: str) -> Plan | None:
 
 
 def round_count(session: Session, job_id: str) -> int:
-    rounds = session.exec(select(Plan.round).where(Plan.job_id == job_id)).all()
-    return max(rounds, default=0)
+    return session.exec(select(func.max(Plan.round)).where(Plan.job_id == job_id)).one() or 0
 
 
 def gated_keys(session: Session) -> frozenset[str]:
@@ -29,9 +27,12 @@ def gated_keys(session: Session) -> frozenset[str]:
     jobs = session.exec(select(Job).where(Job.state == JobState.ACTIVE, Job.wave_gate != "auto"))
     keys: set[str] = set()
     for job in jobs:
-        allowed = allowed_wave(session, job)
-        drafts = job_tasks(session, job.id, [TaskState.DRAFT])
-        keys.update(t.key for t in drafts if t.wave > allowed)
+        held = select(Task.key).where(
+            Task.job_id == job.id,
+            Task.state == TaskState.DRAFT,
+            col(Task.wave) > allowed_wave(session, job),
+        )  # keys only: every full tick asks, and a gated job may hold most of its tasks
+        keys.update(session.exec(held))
     return frozenset(keys)
 
 
