@@ -29,8 +29,8 @@ STAND_IN = """#!/bin/sh
 # A stand-in for claude: headless (relay's flags) it is the sim agent; interactive
 # (claude --resume SESSION, as a take-over runs it) it records how it was started.
 if [ "$1" = "--resume" ] && [ "$#" -eq 2 ]; then
-    echo "$@" > {record}/argv
     pwd > {record}/cwd
+    echo "$@" > {record}/argv  # last: the test reads both once this one exists
     exec sleep 600
 fi
 exec {python} -m relay_engine.agents.sim_agent --format claude "$@"
