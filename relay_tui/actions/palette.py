@@ -94,8 +94,13 @@ class SafePalette(CommandPalette):
 
     _closing_once = False
 
+    @property
+    def _list_going(self) -> bool:
+        """Closing or detached: its command list may be gone already."""
+        return self._closing_once or not self.is_attached
+
     def _gather_commands(self, search_value: str) -> Any:
-        if self._closing_once or not self.is_attached:
+        if self._list_going:
             return None
         return super()._gather_commands(search_value)
 
@@ -104,7 +109,7 @@ class SafePalette(CommandPalette):
             super()._watch__list_visible()
 
     def _action_command_list(self, action: str) -> None:
-        if self._closing_once or not self.is_attached:  # its list may be gone already
+        if self._list_going:
             return
         if action in ("page_up", "page_down"):
             commands = self.query_one(CommandList)
