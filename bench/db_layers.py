@@ -12,7 +12,7 @@ server ``--db`` names, with RELAY_BENCH_PG_URL as its default):
 
 - ``engine``: as the engine sends them today (``fenced_tasks`` through the ORM,
   ``plain_rows.update_by_id``, and ``move_task`` inside ``events_together``, whose events
-  are one INSERT);
+  and task changes are one statement on PostgreSQL);
 - ``core``: the same statements as SQLAlchemy Core, on the session's connection;
 - ``driver``: the same SQL through the DBAPI cursor (sqlite3, psycopg) of the same pool.
 
@@ -63,7 +63,7 @@ def engine_exit(store: Store, claims: dict[str, str]) -> None:
         owned = fenced_tasks(session, claims)
         rows = [{"id": e, "ended_at": 2.0, "exit_code": 0, "outcome": "SUCCEEDED"} for e in claims.values()]  # fmt: skip
         update_by_id(session, Execution, rows)
-        with events_together(session):
+        with events_together(session, changes_of=Task, key="key"):  # as the reaper does
             for task in owned.values():
                 move_task(session, task, TaskState.SUCCEEDED, now=2.0, kind=EventKind.TASK_SUCCEEDED,
                           message=f"{task.key} succeeded", finished_at=2.0)  # fmt: skip

@@ -40,8 +40,8 @@ from relay_engine.store.db import (
     column_rows,
     select_columns,
 )
-from relay_engine.store.events import append_events
-from relay_engine.store.plain_rows import insert_rows, update_by_id
+from relay_engine.store.events import event_rows
+from relay_engine.store.plain_rows import Rows, write_rows
 from relay_engine.store.read_model.fleet import active_pins
 from relay_engine.store.schema import Assignment, Execution, Job, Task
 from relay_engine.store.task_rows import EXECUTION_HISTORY_KEPT, start_values, started_event
@@ -408,15 +408,19 @@ def claim_batch(
 def _write_claims(
     session: Session, claims: list[Claim], engine_id: str, artifacts: Path | None, now: float
 ) -> None:
-    """The batch's claims in three statements: its tasks, its ``task.started`` events, its
-    executions; rows, not ORM objects (the unit of work's flush and building each object
-    cost a claim more than its statements)."""
+    """The batch's claims: its tasks, its ``task.started`` events, its executions, in one
+    statement on PostgreSQL (three on SQLite); rows, not ORM objects (the unit of work's
+    flush and building each object cost a claim more than its statements)."""
     if not claims:
         return
     unwritten = [claim.written for claim in claims if claim.written is not None]
-    update_by_id(session, Task, unwritten, key="key")
-    append_events(session, [started_event(c.task, c.execution_id, now=now) for c in claims])
-    insert_rows(session, Execution, [_execution_row(c, engine_id, artifacts) for c in claims])
+    started = [started_event(c.task, c.execution_id, now=now) for c in claims]
+    write_rows(
+        session,
+        Rows(Task, unwritten, key="key"),
+        event_rows(session, started),
+        Rows(Execution, [_execution_row(c, engine_id, artifacts) for c in claims]),
+    )
 
 
 def _fleet_for(

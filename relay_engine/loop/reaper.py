@@ -285,7 +285,8 @@ class Reaper:
         with runtime.store.write() as session:
             # The tasks' locks and their dependents (drafts to release) in one read.
             owned = fenced_tasks(session, claims, with_dependents=True)
-            with events_together(session):  # an event or more per exit, in one INSERT
+            # An event or more per exit, and the tasks' new values, in one statement.
+            with events_together(session, changes_of=Task, key="key"):
                 rows, stale = self._apply_exits(session, pending, owned, now)
         self._spawns_written(rows)
         daily = _daily_budgets(runtime)

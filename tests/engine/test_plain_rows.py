@@ -11,8 +11,8 @@ from sqlmodel import col, select
 
 from relay_engine.core.states import TaskState
 from relay_engine.store.db import Store, table_of
-from relay_engine.store.plain_rows import insert_rows, update_by_id
-from relay_engine.store.schema import Execution, Task
+from relay_engine.store.plain_rows import Rows, insert_rows, update_by_id, write_rows
+from relay_engine.store.schema import Event, Execution, Task
 
 ODD_TEXT = 'it\'s 100% "quoted"; -- not a comment ☃'
 
@@ -56,7 +56,7 @@ def test_inserted_rows_read_back_as_the_orm_writes_them(workspace: Workspace) ->
 
 def test_updated_rows_read_back_as_the_orm_writes_them(workspace: Workspace) -> None:
     """A claim's values on three tasks (one of them with a column set of its own), in one
-    statement per set, equal the same values set on twin tasks through the ORM; the rows
+    statement per set on SQLite and one in all on PostgreSQL, equal the same values set on twin tasks through the ORM; the rows
     left out are untouched."""
     store = workspace.store()
     with store.write() as session:
@@ -72,7 +72,8 @@ def test_updated_rows_read_back_as_the_orm_writes_them(workspace: Workspace) -> 
     ]  # fmt: skip
     values[2] = {"state": TaskState.FAILED, "error": ODD_TEXT, "lease_expires_at": None}
     rows = [{"key": f"plain/t{i}", **v} for i, v in enumerate(values)]
-    assert _counted(store, lambda s: update_by_id(s, Task, rows, key="key")) == 2
+    sets = _counted(store, lambda s: update_by_id(s, Task, rows, key="key"))
+    assert sets == (2 if store.is_sqlite else 1)
     with store.write() as session:
         for i, changes in enumerate(values):
             task = session.get(Task, f"orm/t{i}")
@@ -114,3 +115,56 @@ def test_a_refused_write_raises_as_any_statement_and_writes_nothing(workspace: W
         insert_rows(session, Execution, rows)
     with store.read() as session:
         assert session.get(Execution, "new") is None
+
+
+def test_a_json_value_of_none_is_stored_as_the_orm_stores_it(workspace: Workspace) -> None:
+    """None in a JSON column is JSON ``null`` whichever way the row was written, so a
+    query for SQL NULL finds plain and ORM rows alike; a document with quotes, unicode
+    and nesting comes back whole."""
+    store = workspace.store()
+    document = {"text": ODD_TEXT, "nested": [1, 2.5, {"deep": None}], "yes": True}
+    with store.write() as session:
+        rows = [{"kind": "plain", "message": "m", "data": data} for data in (None, document)]
+        insert_rows(session, Event, rows)
+        for data in (None, document):
+            session.add(Event(kind="orm", message="m", data=data))
+    with store.read() as session:
+        for kind in ("plain", "orm"):
+            of_kind = select(Event).where(Event.kind == kind)
+            sql_null = of_kind.where(col(Event.data).is_(None))
+            assert len(session.exec(sql_null).all()) == 0
+            assert sorted((e.data for e in session.exec(of_kind)), key=repr) == [None, document]
+
+
+def test_writes_sent_together_are_one_statement_on_postgresql(workspace: Workspace) -> None:
+    """A claim's three writes (its tasks, their events, their executions) reach PostgreSQL
+    as one statement and SQLite as three; every row lands, and when the database refuses
+    one of them, none does."""
+    store = workspace.store()
+    with store.write() as session:
+        session.add(Task(key="w/t0", job_id="w", task_id="t0", state=TaskState.QUEUED))
+        insert_rows(session, Execution, [{"id": "taken", "job_id": "w", "task_key": "w/t9"}])
+
+    def claim(execution_id: str) -> Any:
+        return lambda session: write_rows(
+            session,
+            Rows(
+                Task,
+                [{"key": "w/t0", "state": TaskState.RUNNING, "execution_id": execution_id}],
+                key="key",
+            ),
+            Rows(Event, [{"kind": "task.started", "message": ODD_TEXT, "task_key": "w/t0"}]),
+            Rows(Execution, [{"id": execution_id, "job_id": "w", "task_key": "w/t0"}]),
+        )
+
+    with pytest.raises(IntegrityError):
+        _counted(store, claim("taken"))
+    with store.read() as session:
+        assert session.get(Task, "w/t0").state == TaskState.QUEUED  # type: ignore[union-attr]
+        assert session.exec(select(Event).where(Event.task_key == "w/t0")).all() == []
+    assert _counted(store, claim("e1")) == (3 if store.is_sqlite else 1)
+    with store.read() as session:
+        task = session.get(Task, "w/t0")
+        assert task is not None and (task.state, task.execution_id) == (TaskState.RUNNING, "e1")
+        assert [e.message for e in session.exec(select(Event).where(Event.task_key == "w/t0"))] == [ODD_TEXT]  # fmt: skip
+        assert session.get(Execution, "e1") is not None
