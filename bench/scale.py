@@ -18,6 +18,10 @@ the machine's CPU went per task: the engines, the supervisors and agents they re
 PostgreSQL, and what stayed idle. Never asserts; not part of the test suite. ``--rounds N``
 runs the engine counts N times, interleaved (1, 2, 4, 1, 2, 4, ...), and reports each
 count's medians and every round's ratios: one run to the next varies by a fifth on a VM.
+``--same-batch`` adds a run of one engine with the slots each engine of the largest fleet
+has (1 x 2 for 8 slots over 4 engines): four engines of two slots and one of two claim and
+reap the same few tasks per tick, so the two apart tell what the number of engines costs
+from what the size of each tick's batch does.
 
 ``RELAY_BENCH_PROFILE=PATH`` has each engine write a cProfile of its engine thread's CPU time
 to ``PATH.<pid>`` (read them together with ``pstats.Stats(*glob.glob("PATH.*"))``).
@@ -408,6 +412,19 @@ def ceiling(cpu: dict[str, float]) -> float:
     return total / busy if busy > 0 else float("inf")
 
 
+def report_same_batch(alone: dict[str, Any], fleet: dict[str, Any], slots: int) -> None:
+    """What the number of engines costs apart from the size of each tick's batch: one engine
+    with the slots each engine of the largest fleet has claims and reaps the same few tasks
+    per tick, so its CPU per task carries the same fixed cost per tick."""
+    per_task = alone["cpu"]["engines"]
+    ratio = fleet["cpu"]["engines"] / per_task
+    print(
+        f"1 engine x {slots} slots (each tick's batch as in the {fleet['engines']}-engine "
+        f"fleet): engine CPU per task {per_task:.1f} ms, {alone['statements']:.1f} statements "
+        f"per task; {fleet['engines']} engines / it: {ratio:.2f} (the engine count's own cost)"
+    )
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--engine":
         sys.exit(engine_main(sys.argv[2:]))
@@ -422,20 +439,34 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="run the counts this many times, interleaved"
     )
+    parser.add_argument(
+        "--same-batch",
+        action="store_true",
+        help="also run one engine with the slots each engine of the largest fleet has",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.engines.split(",")]
     base = server_url()
     runs: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+    narrow = args.slots // max(counts)  # the slots of each engine of the largest fleet
+    alone: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="relay-bench-scale-") as tmp:
         for round_number in range(args.rounds):
+            root = Path(tmp) / f"r{round_number}"
             for engines in counts:
                 with fresh_database(base) as url:
-                    root = Path(tmp) / f"r{round_number}"
                     runs[engines].append(
                         run_fleet(root, url, engines, args.slots, args.tasks, args.tick)
                     )
+            if args.same_batch:
+                with fresh_database(base) as url:
+                    alone.append(
+                        run_fleet(root / "same-batch", url, 1, narrow, args.tasks, args.tick)
+                    )
     results = [median_run(runs[n]) for n in counts]
     report(results, args.tasks, args.slots)
+    if alone:
+        report_same_batch(median_run(alone), results[-1], narrow)
     if args.rounds > 1:
         report_spread(runs, counts)
     if args.top:
