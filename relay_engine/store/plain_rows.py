@@ -49,9 +49,7 @@ class _Shape:
     def parameters(self, rows: Sequence[dict[str, Any]]) -> Any:
         pairs = self.pairs
         if self.as_json:
-            given = [
-                {n: row[n] if p is None else p(row[n]) for n, p in pairs} for row in rows
-            ]  # fmt: skip
+            given = [{n: row[n] if p is None else p(row[n]) for n, p in pairs} for row in rows]
             return (json.dumps(given, allow_nan=False, separators=(",", ":")),)
         # An 8-slot engine on SQLite sends every value of every claim and exit through here.
         return [tuple([row[n] if p is None else p(row[n]) for n, p in pairs]) for row in rows]
@@ -76,9 +74,10 @@ def update_by_id(
     session: Session, model: type[SQLModel], rows: list[dict[str, Any]], *, key: str = "id"
 ) -> None:
     """UPDATE each row (its primary ``key`` and new values; each row once), one statement
-    per set of columns (together on PostgreSQL, see :func:`write_rows`). The session's objects of these rows are not touched: use this only where the
-    session holds none of them, or holds them with these values already committed (as a
-    claim does with ``set_committed_value``)."""
+    per set of columns (together on PostgreSQL, see :func:`write_rows`). The session's
+    objects of these rows are not touched: use this only where the session holds none of
+    them, or holds them with these values already committed (as a claim does with
+    ``set_committed_value``)."""
     write_rows(session, Rows(model, rows, key=key))
 
 
@@ -107,9 +106,7 @@ def write_rows(session: Session, *writes: Rows) -> None:
     keys and unique indexes are still checked. On SQLite, one ``executemany`` each."""
     connection = session.connection()
     dialect = connection.dialect
-    parts = [
-        (shape, group) for write in writes for shape, group in _shaped(write, dialect)
-    ]  # fmt: skip
+    parts = [part for write in writes for part in _shaped(write, dialect)]
     if not parts:
         return
     if not _as_json(dialect):
@@ -171,7 +168,6 @@ def _update_shape(table: Table, columns: tuple[str, ...], dialect: Dialect) -> _
     else:
         sets = ", ".join(f"{_quoted(dialect, n)} = ?" for n in changed)
         sql = f"UPDATE {target} SET {sets} WHERE {quoted_key} = ?"
-        sql = f"UPDATE {target} SET {sets} WHERE {key} = ?"
     return _shape(sql, table, columns, dialect)
 
 
