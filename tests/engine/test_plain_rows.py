@@ -11,7 +11,13 @@ from sqlmodel import col, select
 
 from relay_engine.core.states import TaskState
 from relay_engine.store.db import Store, table_of
-from relay_engine.store.plain_rows import Rows, insert_rows, update_by_id, write_rows
+from relay_engine.store.plain_rows import (
+    Rows,
+    changed_rows,
+    insert_rows,
+    update_by_id,
+    write_rows,
+)
 from relay_engine.store.schema import Event, Execution, Task
 
 ODD_TEXT = 'it\'s 100% "quoted"; -- not a comment ☃'
@@ -168,3 +174,32 @@ def test_writes_sent_together_are_one_statement_on_postgresql(workspace: Workspa
         assert task is not None and (task.state, task.execution_id) == (TaskState.RUNNING, "e1")
         assert [e.message for e in session.exec(select(Event).where(Event.task_key == "w/t0"))] == [ODD_TEXT]  # fmt: skip
         assert session.get(Execution, "e1") is not None
+
+
+def test_changed_rows_write_what_the_session_changed_and_let_the_objects_go(
+    workspace: Workspace,
+) -> None:
+    """An exit's task changes leave through ``changed_rows``: only the objects changed and
+    only their changed columns (a value set back to what it was is no change), after which
+    the session holds none of them, so its flush at commit writes nothing twice."""
+    store = workspace.store()
+    with store.write() as session:
+        for i in range(3):
+            session.add(Task(key=f"c/t{i}", job_id="c", task_id=f"t{i}", state=TaskState.RUNNING,
+                             error="old"))  # fmt: skip
+    with store.write() as session:
+        tasks = [session.get(Task, f"c/t{i}") for i in range(3)]
+        assert all(task is not None for task in tasks)
+        first, second, untouched = tasks
+        first.state, first.error = TaskState.SUCCEEDED, ODD_TEXT  # type: ignore[union-attr]
+        second.error = "new"  # type: ignore[union-attr]
+        second.error = "old"  # type: ignore[union-attr]  # back to what it was
+        changes = changed_rows(session, Task, key="key")
+        assert changes.rows == [{"state": TaskState.SUCCEEDED, "error": ODD_TEXT, "key": "c/t0"}]
+        assert first not in session and second not in session and untouched in session
+        write_rows(session, changes)
+    with store.read() as session:
+        rows = session.exec(select(Task).where(Task.job_id == "c").order_by(Task.key)).all()
+        assert [(t.state, t.error) for t in rows] == [
+            (TaskState.SUCCEEDED, ODD_TEXT), (TaskState.RUNNING, "old"), (TaskState.RUNNING, "old"),
+        ]  # fmt: skip
