@@ -63,7 +63,7 @@ def engine_exit(store: Store, claims: dict[str, str]) -> None:
         owned = fenced_tasks(session, claims)
         rows = [{"id": e, "ended_at": 2.0, "exit_code": 0, "outcome": "SUCCEEDED"} for e in claims.values()]  # fmt: skip
         update_by_id(session, Execution, rows)
-        with events_together(session, changes_of=Task, key="key"):  # as the reaper does
+        with events_together(session, changes_of=Task):  # as the reaper does
             for task in owned.values():
                 move_task(session, task, TaskState.SUCCEEDED, now=2.0, kind=EventKind.TASK_SUCCEEDED,
                           message=f"{task.key} succeeded", finished_at=2.0)  # fmt: skip

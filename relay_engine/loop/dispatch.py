@@ -417,7 +417,7 @@ def _write_claims(
     started = [started_event(c.task, c.execution_id, now=now) for c in claims]
     write_rows(
         session,
-        Rows(Task, unwritten, key="key"),
+        Rows(Task, unwritten, update=True),
         event_rows(session, started),
         Rows(Execution, [_execution_row(c, engine_id, artifacts) for c in claims]),
     )

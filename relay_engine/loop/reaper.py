@@ -286,7 +286,7 @@ class Reaper:
             # The tasks' locks and their dependents (drafts to release) in one read.
             owned = fenced_tasks(session, claims, with_dependents=True)
             # An event or more per exit, and the tasks' new values, in one statement.
-            with events_together(session, changes_of=Task, key="key"):
+            with events_together(session, changes_of=Task):
                 rows, stale = self._apply_exits(session, pending, owned, now)
         self._spawns_written(rows)
         daily = _daily_budgets(runtime)

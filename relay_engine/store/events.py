@@ -144,7 +144,7 @@ _BATCH = "relay.events_together"
 
 @contextmanager
 def events_together(
-    session: Session, *, changes_of: type[SQLModel] | None = None, key: str = "id"
+    session: Session, *, changes_of: type[SQLModel] | None = None
 ) -> Iterator[None]:
     """The events recorded in this block, appended in one INSERT when it ends, in the order
     they were recorded. For an exit write, which records at least one per task: as ORM
@@ -154,7 +154,7 @@ def events_together(
     event recorded in one that rolls back would still be written): the exit write does
     neither. On an error nothing is appended; the transaction is rolled back anyway.
 
-    ``changes_of``: the block's changes to these objects (updated by ``key``) go out with
+    ``changes_of``: the block's changes to these objects go out with
     the events, in the same statement on PostgreSQL, not through the session's flush (see
     :func:`~relay_engine.store.plain_rows.changed_rows`: the objects leave the session)."""
     if _BATCH in session.info:  # nested: the outer block appends them
@@ -166,7 +166,7 @@ def events_together(
         yield
     finally:
         del session.info[_BATCH]
-    changes = [changed_rows(session, changes_of, key=key)] if changes_of else []
+    changes = [changed_rows(session, changes_of)] if changes_of else []
     write_rows(session, *changes, event_rows(session, batch))
 
 

@@ -57,11 +57,12 @@ class _Shape:
 
 @dataclass(frozen=True)
 class Rows:
-    """One table's rows for :func:`write_rows`: inserted, or updated by their ``key``."""
+    """One table's rows for :func:`write_rows`: inserted, or updated by their primary key
+    (each row gives it)."""
 
     model: type[SQLModel]
     rows: list[dict[str, Any]]
-    key: str | None = None  # the primary key to update by; None: insert
+    update: bool = False
 
 
 def insert_rows(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:
@@ -70,31 +71,29 @@ def insert_rows(session: Session, model: type[SQLModel], rows: list[dict[str, An
     write_rows(session, Rows(model, rows))
 
 
-def update_by_id(
-    session: Session, model: type[SQLModel], rows: list[dict[str, Any]], *, key: str = "id"
-) -> None:
-    """UPDATE each row (its primary ``key`` and new values; each row once), one statement
+def update_by_id(session: Session, model: type[SQLModel], rows: list[dict[str, Any]]) -> None:
+    """UPDATE each row (its primary key and new values; each row once), one statement
     per set of columns (together on PostgreSQL, see :func:`write_rows`). The session's
     objects of these rows are not touched: use this only where the session holds none of
     them, or holds them with these values already committed (as a claim does with
     ``set_committed_value``)."""
-    write_rows(session, Rows(model, rows, key=key))
+    write_rows(session, Rows(model, rows, update=True))
 
 
-def changed_rows(session: Session, model: type[SQLModel], *, key: str = "id") -> Rows:
+def changed_rows(session: Session, model: type[SQLModel]) -> Rows:
     """What the session's ``model`` objects changed since they were read or flushed, as an
     update to send with other writes (:func:`write_rows`); the objects then leave the
     session, which would otherwise write them again. For the exit write: the unit of work's
     flush of two tasks cost it more CPU than the UPDATE it sent. Use it where the objects
     are not needed again in the transaction: a later ``get`` reads them anew."""
-    rows = []
+    key, rows = _primary_key(table_of(model)), []
     for obj in [o for o in session.dirty if isinstance(o, model)]:
         attrs = inspect(obj).attrs
         changes = {a.key: a.value for a in attrs if a.history.has_changes()}
         if changes:
             rows.append(changes | {key: getattr(obj, key)})
         session.expunge(obj)
-    return Rows(model, rows, key=key)
+    return Rows(model, rows, update=True)
 
 
 def write_rows(session: Session, *writes: Rows) -> None:
@@ -121,14 +120,19 @@ def write_rows(session: Session, *writes: Rows) -> None:
 def _shaped(write: Rows, dialect: Dialect) -> Iterator[tuple[_Shape, list[dict[str, Any]]]]:
     """A write's statements: one per set of columns its rows give."""
     table = table_of(write.model)
-    if write.key is None:
+    if not write.update:
         for group in _same_columns(_with_defaults(table, write.rows)):
             yield _insert_shape(table, tuple(sorted(group[0])), dialect), group
         return
-    key = write.key
+    key = _primary_key(table)
     for group in _same_columns(write.rows):
         columns = (*sorted(name for name in group[0] if name != key), key)
         yield _update_shape(table, columns, dialect), group
+
+
+def _primary_key(table: Table) -> str:
+    (column,) = table.primary_key.columns  # every relay table has a one-column key
+    return str(column.name)
 
 
 @lru_cache(maxsize=256)

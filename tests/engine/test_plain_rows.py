@@ -78,7 +78,7 @@ def test_updated_rows_read_back_as_the_orm_writes_them(workspace: Workspace) -> 
     ]  # fmt: skip
     values[2] = {"state": TaskState.FAILED, "error": ODD_TEXT, "lease_expires_at": None}
     rows = [{"key": f"plain/t{i}", **v} for i, v in enumerate(values)]
-    sets = _counted(store, lambda s: update_by_id(s, Task, rows, key="key"))
+    sets = _counted(store, lambda s: update_by_id(s, Task, rows))
     assert sets == (2 if store.is_sqlite else 1)
     with store.write() as session:
         for i, changes in enumerate(values):
@@ -157,7 +157,7 @@ def test_writes_sent_together_are_one_statement_on_postgresql(workspace: Workspa
             Rows(
                 Task,
                 [{"key": "w/t0", "state": TaskState.RUNNING, "execution_id": execution_id}],
-                key="key",
+                update=True,
             ),
             Rows(Event, [{"kind": "task.started", "message": ODD_TEXT, "task_key": "w/t0"}]),
             Rows(Execution, [{"id": execution_id, "job_id": "w", "task_key": "w/t0"}]),
@@ -194,7 +194,7 @@ def test_changed_rows_write_what_the_session_changed_and_let_the_objects_go(
         first.state, first.error = TaskState.SUCCEEDED, ODD_TEXT  # type: ignore[union-attr]
         second.error = "new"  # type: ignore[union-attr]
         second.error = "old"  # type: ignore[union-attr]  # back to what it was
-        changes = changed_rows(session, Task, key="key")
+        changes = changed_rows(session, Task)
         assert changes.rows == [{"state": TaskState.SUCCEEDED, "error": ODD_TEXT, "key": "c/t0"}]
         assert first not in session and second not in session and untouched in session
         write_rows(session, changes)
