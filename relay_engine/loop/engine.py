@@ -63,6 +63,11 @@ SETTLING_KINDS = (
     EventKind.TASK_FAILED,
 )  # fmt: skip
 """Task events after which a job may be done, whoever recorded them."""
+WIND_DOWN_TICKS = 3
+"""Full ticks a run until idle may take back to back once no agent runs: enough to write
+the last exits, settle their jobs and see that nothing is left, without the tick
+interval's wait before each (a second in all at the default interval); bounded so that
+work which keeps changing without an agent (starts that fail at once) cannot spin."""
 CONFIG_SETTLE_NS = 1_000_000_000
 """How recently relay.toml may have been written for a parse error to mean "still being
 saved" rather than "invalid"."""
@@ -169,14 +174,18 @@ class Engine:
         that end by themselves: a limit's reset, an agent's next probe), ``"none"`` (exit as
         soon as only waits are left), or ``"all"`` (also waits on the operator)."""
         self._stopped.clear()
+        winding = 0  # full ticks taken back to back since the last agent ended
         try:
             while not self._stop.is_set() and not (stop and stop.is_set()):
-                full = self._full_tick_due()
+                full = winding > 0 or self._full_tick_due()
                 before = self._feed_end() if until_idle and full else None  # only chores end a run
                 changed = self._safe_tick(full=full)
                 if until_idle and self.did_chores and not changed and self.is_idle(waits, before):
                     self._settle_all_jobs()
                     break
+                winding = winding + 1 if until_idle and changed and self._winds_down(winding) else 0
+                if winding:
+                    continue
                 if self._wake.wait(self.config.engine.tick_seconds) and self.live:
                     self._gather_exits()
                 self._wake.clear()
@@ -185,6 +194,12 @@ class Engine:
             self.shutdown(release=self._release_on_stop)
             self._stopped.set()
         return self.all_jobs_succeeded()
+
+    def _winds_down(self, winding: int) -> bool:
+        """Whether a run until idle takes its next full tick now: no agent runs, so nothing
+        is left to wait for but the tick interval, and the database answered (a tick that
+        failed is retried at the interval, not at once)."""
+        return winding < WIND_DOWN_TICKS and not self.live and self.condition is None
 
     def _gather_exits(self) -> None:
         """Woken with agents still running: let the exits landing together arrive, and wait

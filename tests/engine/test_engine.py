@@ -106,6 +106,24 @@ def test_priority_decides_dispatch_order_at_capacity_one(workspace: Workspace) -
     assert started == ["p0-2", "p0-5", "p1-1", "p2-3", "p3-0", "p3-4"]
 
 
+def test_a_run_until_idle_ends_once_its_last_agent_ends_not_a_tick_interval_later(
+    workspace: Workspace,
+) -> None:
+    """`relay run --until-idle` in a script: the job's end is seen as soon as its last agent
+    ends, without the minute-long tick interval's wait (twice: settle the job, then see
+    that nothing is left). Without that, this run would take two minutes."""
+    workspace.configure(capacity=1, tick=60.0, lease=150.0)
+    definitions = [
+        {"id": "a", "sim": sim(0.05)},
+        {"id": "b", "depends_on": ["a"], "sim": sim(0.05)},
+    ]
+    workspace.submit(job_toml("chain", definitions))
+
+    assert run_until_idle(workspace.engine(), timeout=30) is True
+
+    assert [j["state"] for j in workspace.status()["jobs"]] == ["SUCCEEDED"]
+
+
 def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> None:
     definitions = [
         {"id": "flaky", "sim": sim(0.05, fail_attempts=1)},
