@@ -63,6 +63,8 @@ class QueueView:
 
 
 def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> TaskFacts:
+    """``lock_dir``: the shared directory the task holds while it runs, the task's own
+    (``task.lock_dir``) once claimed, its job's for a queued one (queue rows carry none)."""
     return TaskFacts(
         key=task.key,
         job_id=task.job_id,
@@ -76,7 +78,7 @@ def task_facts(task: Task, gated: bool = False, lock_dir: str | None = None) -> 
         parked_at=task.parked_at if task.resumed_at else None,
         execution_id=task.execution_id,
         wave_gate_blocked=gated,
-        lock_dir=lock_dir if lock_dir is not None else getattr(task, "lock_dir", None),
+        lock_dir=lock_dir,
     )
 
 
@@ -320,7 +322,7 @@ def _fills(
     rows: list[Any], running: list[Task], free: int, lock_dirs: dict[str, str | None]
 ) -> bool:
     """Whether these rows already give the scheduler a task for every free slot."""
-    busy = [task_facts(t) for t in running]
+    busy = [task_facts(t, lock_dir=t.lock_dir) for t in running]
     queued = [task_facts(r, lock_dir=lock_dirs.get(r.job_id)) for r in rows]
     plan = plan_dispatch(queued, busy, len(running) + free)
     return len(plan.chosen) >= free
@@ -332,7 +334,7 @@ def choose(view: QueueView) -> list[Task]:
     first (see ``take`` in :func:`claim_batch`)."""
     by_key = {t.key: t for t in view.queued}
     queued = [task_facts(t, lock_dir=view.lock_dirs.get(t.job_id)) for t in view.queued]
-    running = [task_facts(t) for t in view.running]
+    running = [task_facts(t, lock_dir=t.lock_dir) for t in view.running]
     plan = plan_dispatch(queued, running, len(running) + view.free + view.spare)
     return [by_key[key] for key in plan.chosen]
 
