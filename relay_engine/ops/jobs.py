@@ -18,7 +18,7 @@ from relay_engine.store.db import Store
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.job_rows import move_job
 from relay_engine.store.schema import Job, Plan, Schedule
-from relay_engine.store.task_rows import add_tasks, job_tasks
+from relay_engine.store.task_rows import insert_tasks, job_tasks
 
 
 class JobConflict(ValueError):
@@ -102,7 +102,7 @@ def add_job(
         updated_at=now,
     )
     session.add(job)
-    add_tasks(session, job_id, job_def.priority, spec.tasks, now=now)
+    insert_tasks(session, job_id, job_def.priority, spec.tasks, now=now)
     waits = f", waiting on {', '.join(job_def.after)}" if job_def.after else ""
     record_event(
         session,

@@ -30,6 +30,7 @@ from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
 from relay_engine.store.db import chunks, column_rows, select_columns
 from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
+from relay_engine.store.plain_rows import insert_rows
 from relay_engine.store.schema import Task
 
 EXECUTION_HISTORY_KEPT = 8
@@ -269,41 +270,70 @@ def add_tasks(
     plan_id: int | None = None,
 ) -> list[Task]:
     """Insert DRAFT tasks; readiness queues them on the next tick."""
-    existing_waves = _existing_waves(session, job_id) if plan_id is not None else {}
-    graph = {t.id: local_deps(t.depends_on) for t in tasks}
-    depth = waves(graph)
-    offset = max(existing_waves.values(), default=0)
-    rows = []
-    for index, definition in enumerate(tasks):
-        row = Task(
-            key=task_key(job_id, definition.id),
-            job_id=job_id,
-            task_id=definition.id,
-            kind=definition.kind,
-            title=definition.title or definition.id,
-            input=definition.input,
-            role=definition.role,
-            model_class=definition.model_class,
-            workstream=definition.workstream,
-            priority=definition.priority or job_priority,
-            story_size=definition.size,
-            dependencies=local_deps(definition.depends_on),
-            external_deps=external_deps(definition.depends_on),
-            state=TaskState.DRAFT,
-            max_attempts=definition.max_attempts,
-            timeout_s=definition.timeout,
-            pinned_agent=definition.agent,
-            plan_id=plan_id,
-            wave=offset + depth.get(definition.id, 1),
-            spec_hash=definition_hash(definition, job_priority),
-            sim=definition.sim,
-            # created_at orders tasks of equal priority; the index keeps file order stable.
-            created_at=now + index * 1e-6,
-            updated_at=now,
-        )
-        session.add(row)
-        rows.append(row)
+    rows = [
+        Task(**values) for values in _new_tasks(session, job_id, job_priority, tasks, now, plan_id)
+    ]
+    session.add_all(rows)
     return rows
+
+
+def insert_tasks(
+    session: Session,
+    job_id: str,
+    job_priority: str,
+    tasks: tuple[TaskDef, ...] | list[TaskDef],
+    *,
+    now: float,
+) -> None:
+    """:func:`add_tasks` for a new job, whose tasks nothing in the transaction reads back:
+    one INSERT of plain rows. A submit built an ORM object per task, and setting a task's
+    51 attributes through SQLModel and SQLAlchemy cost more than everything else a
+    submit does (0.4 ms a task: a fifth of a second for a job of 500)."""
+    session.flush()  # the job's row first: its tasks refer to it
+    insert_rows(session, Task, _new_tasks(session, job_id, job_priority, tasks, now, None))
+
+
+def _new_tasks(
+    session: Session,
+    job_id: str,
+    job_priority: str,
+    tasks: Sequence[TaskDef],
+    now: float,
+    plan_id: int | None,
+) -> list[dict[str, Any]]:
+    """The new tasks' columns: DRAFT, in waves after the job's existing ones (a plan's)."""
+    existing_waves = _existing_waves(session, job_id) if plan_id is not None else {}
+    depth = waves({t.id: local_deps(t.depends_on) for t in tasks})
+    offset = max(existing_waves.values(), default=0)
+    return [
+        {
+            "key": task_key(job_id, definition.id),
+            "job_id": job_id,
+            "task_id": definition.id,
+            "kind": definition.kind,
+            "title": definition.title or definition.id,
+            "input": definition.input,
+            "role": definition.role,
+            "model_class": definition.model_class,
+            "workstream": definition.workstream,
+            "priority": definition.priority or job_priority,
+            "story_size": definition.size,
+            "dependencies": local_deps(definition.depends_on),
+            "external_deps": external_deps(definition.depends_on),
+            "state": TaskState.DRAFT.value,
+            "max_attempts": definition.max_attempts,
+            "timeout_s": definition.timeout,
+            "pinned_agent": definition.agent,
+            "plan_id": plan_id,
+            "wave": offset + depth.get(definition.id, 1),
+            "spec_hash": definition_hash(definition, job_priority),
+            "sim": definition.sim,
+            # created_at orders tasks of equal priority; the index keeps file order stable.
+            "created_at": now + index * 1e-6,
+            "updated_at": now,
+        }
+        for index, definition in enumerate(tasks)
+    ]
 
 
 def _existing_waves(session: Session, job_id: str) -> dict[str, int]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Workspace
+from helpers import Workspace, job_toml
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
+from relay_engine.contracts.job_file import parse_job_text
 from relay_engine.core.states import TaskState
+from relay_engine.ops.jobs import submit_job
 from relay_engine.store.db import Store, table_of
 from relay_engine.store.plain_rows import (
     Rows,
@@ -18,7 +21,8 @@ from relay_engine.store.plain_rows import (
     update_by_id,
     write_rows,
 )
-from relay_engine.store.schema import Event, Execution, Task
+from relay_engine.store.schema import Event, Execution, Job, Task
+from relay_engine.store.task_rows import add_tasks
 
 ODD_TEXT = 'it\'s 100% "quoted"; -- not a comment ☃'
 
@@ -203,3 +207,27 @@ def test_changed_rows_write_what_the_session_changed_and_let_the_objects_go(
         assert [(t.state, t.error) for t in rows] == [
             (TaskState.SUCCEEDED, ODD_TEXT), (TaskState.RUNNING, "old"), (TaskState.RUNNING, "old"),
         ]  # fmt: skip
+
+
+def test_a_submitted_jobs_tasks_read_back_as_the_orm_writes_them(workspace: Workspace) -> None:
+    """A submit inserts its tasks as plain rows; a plan adds its children as ORM objects:
+    both must leave the same rows (defaults, JSON lists and dicts, NULL and JSON null)."""
+    text = job_toml(
+        "plain",
+        [
+            {"id": "a", "title": ODD_TEXT, "input": ODD_TEXT, "priority": "P0", "timeout": 90},
+            {"id": "b", "depends_on": ["a"], "workstream": "api", "sim": {"duration": 0.1}},
+            {"id": "c", "depends_on": ["a", "b"], "agent": "sim", "size": "L"},
+        ],
+    )
+    spec = parse_job_text(text, Path("job.toml"))
+    store = workspace.store()
+    submit_job(store, spec, now=100.0)
+    with store.write() as session:
+        session.add(Job(id="orm", title="orm", created_at=100.0, updated_at=100.0))
+        session.flush()
+        add_tasks(session, "orm", spec.job.priority, spec.tasks, now=100.0)
+    plain = _columns(store, Task, col(Task.job_id) == "plain", skip="key")
+    orm = _columns(store, Task, col(Task.job_id) == "orm", skip="key")
+    assert [r | {"job_id": "orm"} for r in plain] == orm
+    assert [r["dependencies"] for r in plain] == [[], ["a"], ["a", "b"]]
