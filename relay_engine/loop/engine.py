@@ -25,12 +25,19 @@ from pathlib import Path
 from typing import Literal
 
 import watchfiles
-from sqlalchemy import or_
+from sqlalchemy import exists, or_
 from sqlmodel import Session, col, select, update
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
-from relay_engine.core.states import JobState, TaskState
+from relay_engine.core.states import (
+    ACTIVE_TASK_STATES,
+    LIVE_JOB_STATES,
+    JobState,
+    PlanState,
+    PullState,
+    TaskState,
+)
 from relay_engine.core.turns import Place, takes_turn
 from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.health import DISK_FULL, Health, classify
@@ -53,7 +60,16 @@ from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.feed import FeedMark
 from relay_engine.store.plan_rows import gated_keys
 from relay_engine.store.read_model.waits import read_waits
-from relay_engine.store.schema import EngineRecord, Event, Job, Plan, Task
+from relay_engine.store.schema import (
+    EngineRecord,
+    Event,
+    Job,
+    Plan,
+    ProviderLimit,
+    PullRequest,
+    Schedule,
+    Task,
+)
 
 log = logging.getLogger(__name__)
 TICKS_KEPT = 10_000
@@ -377,6 +393,8 @@ class Engine:
         """Work any engine may do for the whole fleet: lost claims, parked work, schedules,
         jobs waiting on jobs, pull requests, planned jobs, drafts, jobs settled elsewhere."""
         self.did_chores = True
+        if not (self.pulls.in_flight or self._fleet_has_work()):
+            return False
         changed = recover_tasks(self.runtime, now)
         changed |= resume_parked(self.store, now)
         changed |= start_due_runs(self.store, now, self.config.engine)
@@ -386,6 +404,24 @@ class Engine:
         changed |= promote_ready(self.store, now, self._gated())
         self._notice_settled_elsewhere()
         return changed
+
+    def _fleet_has_work(self) -> bool:
+        """Whether any chore may find something to do: one read instead of the chores'
+        dozen, for a fleet whose work is all done (an engine left running for the next
+        submit spent 20 ms of CPU a second reading empty answers). Each chore acts only on
+        what this read sees (a live job, an unfinished task or plan, an open pull request,
+        a running schedule, a provider waiting for its limit to reset) or on pull request
+        steps this engine started, which the caller checks first."""
+        live = (
+            exists().where(col(Job.state).in_(LIVE_JOB_STATES)),
+            exists().where(col(Task.state).in_(ACTIVE_TASK_STATES)),
+            exists().where(col(Plan.status) == PlanState.PLANNING),
+            exists().where(col(PullRequest.state) == PullState.OPEN),
+            exists().where(col(Schedule.paused_at).is_(None)),
+            exists().where(col(ProviderLimit.status) == "limited"),
+        )
+        with self.store.read() as session:
+            return bool(session.execute(select(or_(*live))).scalar())
 
     def _full_tick_due(self) -> bool:
         due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds

@@ -91,6 +91,11 @@ class PullRequests:
                 self._inflight[job_id] = self._pool.submit(self.safe_reconcile, job_id, now)
         return changed
 
+    @property
+    def in_flight(self) -> bool:
+        """Reconciles started on an earlier tick: only a tick collects their outcomes."""
+        return bool(self._inflight)
+
     def busy(self, now: float) -> bool:
         """Reconciles running, or jobs whose next step is more than waiting."""
         return bool(self._inflight) or bool(self._due(now, checks=False))

@@ -28,6 +28,7 @@ from helpers import (
     wait_for,
 )
 
+from relay_engine.loop.engine import Engine
 from relay_engine.ops.commands import CancelTask, RetryTask
 from relay_engine.store.schema import Job
 
@@ -122,6 +123,29 @@ def test_a_run_until_idle_ends_once_its_last_agent_ends_not_a_tick_interval_late
     assert run_until_idle(workspace.engine(), timeout=30) is True
 
     assert [j["state"] for j in workspace.status()["jobs"]] == ["SUCCEEDED"]
+
+
+def test_an_engine_whose_work_is_all_done_does_not_read_for_each_chore(
+    workspace: Workspace,
+) -> None:
+    """An engine left running for the next submit: its full ticks find nothing to do
+    with one read, not one per chore (a dozen, every tick, all day). Work arriving
+    is still seen at the next tick."""
+    workspace.configure()
+    workspace.submit(job_toml("done", [{"id": "a", "sim": sim(0.01)}]))
+    assert run_until_idle(workspace.engine()) is True
+    store = workspace.store()
+    engine = Engine(workspace.path, store=store)
+    engine.tick()  # registers
+    before = store.stats.statements
+    assert engine.tick() is False
+    idle = store.stats.statements - before
+    assert engine.did_chores and idle <= 10, idle  # 32 when every chore read for itself
+
+    workspace.submit(job_toml("next", [{"id": "b", "sim": sim(0.01)}]))
+    assert engine.tick() is True
+    assert task_state(store, "next/b") == "RUNNING"
+    engine.shutdown(release=True)
 
 
 def test_failures_retry_then_fail_and_block_dependents(workspace: Workspace) -> None:
