@@ -285,10 +285,11 @@ def insert_tasks(
     *,
     now: float,
 ) -> None:
-    """:func:`add_tasks` for a new job, whose tasks nothing in the transaction reads back:
-    one INSERT of plain rows. A submit built an ORM object per task, and setting a task's
-    51 attributes through SQLModel and SQLAlchemy cost more than everything else a
-    submit does (0.4 ms a task: a fifth of a second for a job of 500)."""
+    """:func:`add_tasks` for a new job, whose transaction needs its tasks as rows, not as
+    objects: one INSERT of plain rows (a later read in the transaction sees them). A submit
+    built an ORM object per task, and setting a task's 51 attributes through SQLModel and
+    SQLAlchemy cost more than everything else a submit does (0.4 ms a task: a fifth of a
+    second for a job of 500)."""
     session.flush()  # the job's row first: its tasks refer to it
     insert_rows(session, Task, _new_tasks(session, job_id, job_priority, tasks, now, None))
 
