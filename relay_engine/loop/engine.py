@@ -21,12 +21,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
 import watchfiles
 from sqlalchemy import exists, or_
 from sqlmodel import Session, col, select, update
+from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
@@ -408,20 +410,9 @@ class Engine:
     def _fleet_has_work(self) -> bool:
         """Whether any chore may find something to do: one read instead of the chores'
         dozen, for a fleet whose work is all done (an engine left running for the next
-        submit spent 20 ms of CPU a second reading empty answers). Each chore acts only on
-        what this read sees (a live job, an unfinished task or plan, an open pull request,
-        a running schedule, a provider waiting for its limit to reset) or on pull request
-        steps this engine started, which the caller checks first."""
-        live = (
-            exists().where(col(Job.state).in_(LIVE_JOB_STATES)),
-            exists().where(col(Task.state).in_(ACTIVE_TASK_STATES)),
-            exists().where(col(Plan.status) == PlanState.PLANNING),
-            exists().where(col(PullRequest.state) == PullState.OPEN),
-            exists().where(col(Schedule.paused_at).is_(None)),
-            exists().where(col(ProviderLimit.status) == "limited"),
-        )
+        submit spent 20 ms of CPU a second reading empty answers)."""
         with self.store.read() as session:
-            return bool(session.execute(select(or_(*live))).scalar())
+            return bool(session.execute(_fleet_work()).scalar())
 
     def _full_tick_due(self) -> bool:
         due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
@@ -533,6 +524,23 @@ class Engine:
         dirty = set(self.runtime.dirty_jobs)
         self.runtime.dirty_jobs.clear()
         return finish_jobs(self.store, dirty, now) if dirty else False
+
+
+@cache
+def _fleet_work() -> SelectOfScalar[bool]:
+    """What any chore acts on (:meth:`Engine._fleet_chores`): a live job, an unfinished
+    task or plan, an open pull request, a running schedule, a provider waiting for its
+    limit to reset; pull request steps an engine started it checks itself. Built once, as
+    every full tick of an idle engine runs it."""
+    live = (
+        exists().where(col(Job.state).in_(LIVE_JOB_STATES)),
+        exists().where(col(Task.state).in_(ACTIVE_TASK_STATES)),
+        exists().where(col(Plan.status) == PlanState.PLANNING),
+        exists().where(col(PullRequest.state) == PullState.OPEN),
+        exists().where(col(Schedule.paused_at).is_(None)),
+        exists().where(col(ProviderLimit.status) == "limited"),
+    )
+    return select(or_(*live))
 
 
 def reload_config(runtime: EngineRuntime) -> str | None:
