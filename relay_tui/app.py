@@ -107,6 +107,7 @@ class RelayApp(
         self.store = store or Store.for_workspace(self.workspace, db_url)
         # A workspace we may not write (a read-only mount) is watched, never run.
         self.attached = db_url is not None or self.store.readonly
+        self.store.wakes_engines = self.attached  # the engines it steers run elsewhere
         self.clock = clock
         self.blink = blink
         self.snapshot: Snapshot | None = None

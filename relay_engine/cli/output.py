@@ -31,8 +31,10 @@ def workspace_of(args: argparse.Namespace) -> Path:
 def open_store(
     args: argparse.Namespace, *, readonly: bool = False, config: RelayConfig | None = None
 ) -> Store:
-    if config is None:
-        return Store.for_workspace(workspace_of(args), args.db, readonly=readonly)
+    if config is None:  # a command that runs no engine: what it writes wakes the engines
+        store = Store.for_workspace(workspace_of(args), args.db, readonly=readonly)
+        store.wakes_engines = not readonly
+        return store
     return Store.for_workspace(
         workspace_of(args),
         args.db,

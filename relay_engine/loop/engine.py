@@ -72,6 +72,7 @@ from relay_engine.store.schema import (
     Schedule,
     Task,
 )
+from relay_engine.store.wakes import WakeListener
 
 log = logging.getLogger(__name__)
 TICKS_KEPT = 10_000
@@ -139,6 +140,8 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = feed.START
+        self._quiet = False  # this engine's last look found no work anywhere in the fleet
+        self._wakeups: WakeListener | None = None
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
 
@@ -162,15 +165,26 @@ class Engine:
     def wake(self, *_: object) -> None:
         self._wake.set()
 
+    @property
+    def hears_wake_ups(self) -> bool:
+        """Whether a submit or command written anywhere now wakes this engine at once."""
+        return self._wakeups is not None and self._wakeups.up
+
     def live_count(self) -> int:
         return len(self.live)
 
     def submit(self, command: commands.OperatorCommand) -> int:
         """Store an operator command and have this engine apply it on its next tick."""
         command_id = commands.enqueue(self.store, command, now=self.clock())
+        self._look_now()
+        return command_id
+
+    def _look_now(self) -> None:
+        """Something was written that may be work (a command, a submit, here or in another
+        process): a full tick now, and the tick interval again until a look finds none."""
+        self._quiet = False
         self._command_waiting.set()
         self.wake()
-        return command_id
 
     def stop(self, *, release: bool = True, timeout: float = 15.0) -> None:
         """End the loop; with ``release`` live agents stop and their tasks return to QUEUED."""
@@ -204,7 +218,7 @@ class Engine:
                 winding = winding + 1 if until_idle and changed and self._winds_down(winding) else 0
                 if winding:
                     continue
-                if self._wake.wait(self.config.engine.tick_seconds) and self.live:
+                if self._wake.wait(self._sleep_seconds()) and self.live:
                     self._gather_exits()
                 self._wake.clear()
         finally:
@@ -218,6 +232,17 @@ class Engine:
         is left to wait for but the tick interval, and the database answered (a tick that
         failed is retried at the interval, not at once)."""
         return winding < WIND_DOWN_TICKS and not self.live and self.condition is None
+
+    def _sleep_seconds(self) -> float:
+        """How long the loop waits for a wake before its next full tick: the tick interval,
+        or, while the whole fleet has no work and this engine hears every wake-up (a
+        submit or a command from anywhere ends the wait), until its next heartbeat is due.
+        An empty fleet's engines used to read the database every tick for nothing."""
+        settings = self.config.engine
+        if not (self._quiet and self.hears_wake_ups and not self.live and self.condition is None):
+            return settings.tick_seconds
+        due = self._last_heartbeat + settings.heartbeat_seconds - self.clock()
+        return max(settings.tick_seconds, due)
 
     def _gather_exits(self) -> None:
         """Woken with agents still running: let the exits landing together arrive, and wait
@@ -235,7 +260,9 @@ class Engine:
         if not self._registered:
             register_engine(self.store, self.id, role=self.role, now=self.clock())
             self._registered = True
-            self._watch_config()
+            if self.config.engine.wake_ups:
+                self._wakeups = self.store.wakes.listener(self._look_now, self._stop)
+            self._watch_files(self._wakeups.start() if self._wakeups else None)
             self.notifier.start()
         if not self._joined:
             self._events_seen = self._feed_end()
@@ -243,24 +270,29 @@ class Engine:
             self._settle_all_jobs()
             self._joined = True
 
-    def _watch_config(self) -> None:
-        """Reload relay.toml on the next tick after it changes (watchfiles, in a thread)."""
-        path = self.workspace / CONFIG_FILE
+    def _watch_files(self, wake_folder: Path | None) -> None:
+        """Reload relay.toml on the next tick after it changes, and on SQLite hear wake-ups
+        in ``wake_folder``: one watchfiles thread for both."""
+        config = self.workspace / CONFIG_FILE
+        paths = [self.workspace, *([wake_folder] if wake_folder else [])]
 
         def watch() -> None:
-            for changes in watchfiles.watch(
-                self.workspace,
-                stop_event=self._stop,
-                recursive=False,
-                debounce=200,
-                rust_timeout=500,
-            ):
-                if any(Path(changed).name == path.name for _, changed in changes):
-                    self._config_changed.set()
-                    self._command_waiting.set()
-                    self.wake()
+            try:
+                for changes in watchfiles.watch(
+                    *paths, stop_event=self._stop, recursive=False, debounce=200, rust_timeout=500
+                ):
+                    changed = [Path(path) for _, path in changes]
+                    if config in changed:
+                        self._config_changed.set()
+                        self._command_waiting.set()
+                        self.wake()
+                    if self._wakeups is not None:
+                        self._wakeups.heard(changed)
+            finally:
+                if self._wakeups is not None and wake_folder is not None:
+                    self._wakeups.deaf()
 
-        threading.Thread(target=watch, daemon=True, name=f"relay-config-{self.id}").start()
+        threading.Thread(target=watch, daemon=True, name=f"relay-files-{self.id}").start()
 
     def _config_stamp(self) -> tuple[int, int] | None:
         try:
@@ -319,6 +351,7 @@ class Engine:
         )
 
     def shutdown(self, *, release: bool) -> None:
+        self._stop.set()  # its watcher threads end with it, whoever drove its ticks
         now = self.clock()
         for live in list(self.live.values()):
             live.stop(StopReason.RELEASED if release else StopReason.LOST, 0.0)
@@ -395,7 +428,8 @@ class Engine:
         """Work any engine may do for the whole fleet: lost claims, parked work, schedules,
         jobs waiting on jobs, pull requests, planned jobs, drafts, jobs settled elsewhere."""
         self.did_chores = True
-        if not (self.pulls.in_flight or self._fleet_has_work()):
+        self._quiet = not (self.pulls.in_flight or self._fleet_has_work())
+        if self._quiet:
             return False
         changed = recover_tasks(self.runtime, now)
         changed |= resume_parked(self.store, now)

@@ -294,7 +294,7 @@ def apply_pending(store: Store, applier: str, now: float) -> list[AppliedCommand
 def _apply_one(
     store: Store, command_id: int | None, applier: str, now: float
 ) -> AppliedCommand | None:
-    with store.write() as session:
+    with store.write(wakes=True) as session:  # what it changed, every engine sees at once
         claimed = session.exec(
             update(Command)
             .where(col(Command.id) == command_id, col(Command.applied_at).is_(None))

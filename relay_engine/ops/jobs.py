@@ -44,7 +44,7 @@ def submit_job(
 
         return submit_schedule(store, spec, now=now)
     job_def = spec.job
-    with store.write() as session:
+    with store.write(wakes=True) as session:
         existing = session.get(Job, job_def.id)
         if existing is not None:
             if existing.spec_hash == spec.spec_hash():

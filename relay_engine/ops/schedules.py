@@ -43,7 +43,7 @@ def submit_schedule(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome
     rule = schedule_rule(spec.job)
     assert rule is not None
     template = spec.job.id
-    with store.write() as session:
+    with store.write(wakes=True) as session:  # an idle engine then watches for its slots
         existing = session.get(Schedule, template)
         if existing is not None:
             if existing.spec_hash == spec.spec_hash():

@@ -34,6 +34,7 @@ from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_bu
 from relay_engine.store import feed, migrate
 from relay_engine.store.feed import FeedMark
 from relay_engine.store.schema import Command, Event
+from relay_engine.store.wakes import WakeChannel
 
 BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, then "busy"
 PG_LOCK_TIMEOUT_MS = 3_000  # PostgreSQL: the longest any statement waits for a lock
@@ -300,6 +301,8 @@ class Store:
         self.auto_migrate = self.is_sqlite if auto_migrate is None else auto_migrate
         self.lease_s = lease_s
         self.stats = StoreStats()
+        self.wakes = WakeChannel.of(self.url, self.sqlite_path)
+        self.wakes_engines = False  # every write wakes the engines: set where none runs
         try:
             self._open(create=create, create_empty=create_empty)
         except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
@@ -401,16 +404,25 @@ class Store:
         return f"{scheme}//{creds.split(':', 1)[0]}:***@{tail}"
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        """A short write transaction: committed on exit, rolled back on error."""
+    def write(self, *, wakes: bool = False) -> Iterator[Session]:
+        """A short write transaction: committed on exit, rolled back on error.
+
+        ``wakes``: it makes work for the fleet (a submit, an applied command), so every
+        engine is told to look now (:mod:`~relay_engine.store.wakes`), as it is for every
+        write of a store that :attr:`wakes_engines` (one where no engine runs)."""
+        wakes = wakes or self.wakes_engines
         with Session(self._writer, expire_on_commit=False) as session:
             session.begin()
             try:
                 yield session
+                if wakes:
+                    self.wakes.send(session)
             except BaseException:
                 session.rollback()
                 raise
             session.commit()
+        if wakes:
+            self.wakes.sent()
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -434,7 +446,7 @@ class Store:
         self, kind: str, payload: dict[str, Any], *, now: float | None = None
     ) -> int:
         """Store an operator command for whichever engine applies it first."""
-        with self.write() as session:
+        with self.write(wakes=True) as session:
             command = Command(kind=kind, payload=payload, created_at=now or time.time())
             session.add(command)
             session.flush()

@@ -1,0 +1,166 @@
+"""Wake-ups across processes: work written elsewhere is seen at once, not a tick later.
+
+A submit from ``relay submit``, a cancel from ``relay cancel``, an answer from a console
+attached to the database: an engine used to find them at its next full tick, and an engine
+whose fleet had no work at all still ticked every ``tick_seconds`` in case one came. Now
+every write of a process that runs no engine, and an engine's own submits and applied
+commands, send a wake-up; each engine listens, looks at once, and sleeps while its fleet
+has nothing to do (:meth:`~relay_engine.loop.engine.Engine.run`).
+
+PostgreSQL: the write sends ``NOTIFY relay_wake`` in its transaction (delivered to every
+engine on every host when it commits); each engine LISTENs on a connection of its own.
+SQLite (one host): the writer rewrites a file in the database's ``-wake`` folder after it
+commits, and each engine watches that folder. A listener that is down cannot know what it
+missed, so an engine sleeps only while its listener is up (:attr:`WakeListener.up`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+log = logging.getLogger(__name__)
+CHANNEL = "relay_wake"
+NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
+WAKE_FILE = "wake"
+SILENCE_CHECK_S = 10.0
+"""How long a PostgreSQL listener hears nothing before it asks the server whether the
+connection still stands (a cut cable raises nothing by itself)."""
+RECONNECT_MAX_S = 30.0
+
+
+@dataclass(frozen=True)
+class WakeChannel:
+    """Where a database's wake-ups travel: a folder beside a SQLite file, or a PostgreSQL
+    channel; neither for an in-memory database, whose only engine is in the same process."""
+
+    sqlite_path: str | None = None
+    conninfo: str | None = None  # libpq's URL of the PostgreSQL server
+
+    @classmethod
+    def of(cls, url: str, sqlite_path: str | None) -> WakeChannel:
+        if sqlite_path is not None:
+            return cls(sqlite_path=sqlite_path)
+        if url.startswith("postgresql"):
+            server = make_url(url).set(drivername="postgresql")
+            return cls(conninfo=server.render_as_string(hide_password=False))
+        return cls()
+
+    @property
+    def folder(self) -> Path | None:
+        return Path(self.sqlite_path + "-wake") if self.sqlite_path else None
+
+    def send(self, session: Session) -> None:
+        """Inside the write's transaction: PostgreSQL delivers it when the write commits
+        (and never, when it rolls back)."""
+        if self.conninfo is not None:
+            session.execute(NOTIFY)
+
+    def sent(self) -> None:
+        """After the write committed (SQLite): the watched file changes. A folder that
+        cannot be written (a read-only mount) only costs the engines their tick's wait."""
+        folder = self.folder
+        if folder is None:
+            return
+        try:
+            folder.mkdir(exist_ok=True)
+            (folder / WAKE_FILE).write_text(f"{time.time_ns()}\n")
+        except OSError as error:
+            log.debug("no wake-up sent to %s: %s", folder, error)
+
+    def listener(self, on_wake: Callable[[], None], stop: threading.Event) -> WakeListener:
+        return WakeListener(self, on_wake, stop)
+
+
+class WakeListener:
+    """Calls ``on_wake`` for every wake-up heard, until ``stop``.
+
+    PostgreSQL: a LISTEN connection in a thread of its own. SQLite: the caller's file
+    watcher watches the folder :meth:`start` returns and hands its changes to :meth:`heard`
+    (one watchfiles thread for relay.toml and the wake-ups: each such thread wakes 20
+    times a second to look at its stop event, 2 ms of CPU a second)."""
+
+    def __init__(
+        self, channel: WakeChannel, on_wake: Callable[[], None], stop: threading.Event
+    ) -> None:
+        self.channel = channel
+        self.on_wake = on_wake
+        self.stop = stop
+        self._up = threading.Event()
+
+    @property
+    def up(self) -> bool:
+        """Whether a wake-up sent now would be heard."""
+        return self._up.is_set()
+
+    def start(self) -> Path | None:
+        """Listen from now on; the folder to watch, on SQLite."""
+        if self.channel.conninfo is not None:
+            conninfo = self.channel.conninfo
+            threading.Thread(
+                target=self._listen, args=(conninfo,), daemon=True, name="relay-wakes"
+            ).start()
+            return None
+        folder = self.channel.folder
+        if folder is None:
+            return None
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as error:
+            log.warning("not listening for wake-ups in %s: %s", folder, error)
+            return None
+        self._up.set()
+        return folder
+
+    def heard(self, paths: Iterable[Path]) -> None:
+        """A file watcher's changes: a wake-up when one is in the wake folder."""
+        if any(path.parent == self.channel.folder for path in paths):
+            self.on_wake()
+
+    def deaf(self) -> None:
+        """The file watcher stopped."""
+        self._up.clear()
+
+    def _listen(self, conninfo: str) -> None:
+        import psycopg  # only with the postgres extra
+
+        wait = 1.0
+        while not self.stop.is_set():
+            try:
+                with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
+                    connection.execute(f"LISTEN {CHANNEL}")
+                    self._up.set()
+                    wait = 1.0
+                    self.on_wake()  # whatever was written while nobody listened
+                    self._hear(connection)
+            except psycopg.Error as error:
+                if self.stop.is_set():
+                    return  # its engine stopped, and the database may be gone with it
+                if self._up.is_set() or wait == 1.0:
+                    log.warning("not hearing wake-ups (retrying): %s", error)
+            finally:
+                self._up.clear()
+            self.stop.wait(wait)
+            wait = min(wait * 2, RECONNECT_MAX_S)
+
+    def _hear(self, connection: Any) -> None:
+        quiet_since = time.monotonic()
+        while not self.stop.is_set():
+            heard = False
+            for _ in connection.notifies(timeout=1.0):
+                heard = True
+                self.on_wake()
+            if heard:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > SILENCE_CHECK_S:
+                connection.execute("SELECT 1")
+                quiet_since = time.monotonic()

@@ -1,0 +1,115 @@
+"""Wake-ups across processes: what another process writes, a running engine acts on at once.
+
+Each engine here ticks once a minute, so anything it does within seconds of a ``relay``
+command in another process it did because that command woke it (SQLite: a watched file
+beside the database; PostgreSQL: LISTEN/NOTIFY).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import (
+    Workspace,
+    executions,
+    job_toml,
+    pid_gone,
+    psycopg_conninfo,
+    running_engine,
+    sim,
+    task_state,
+    wait_for,
+)
+from sqlalchemy.engine import make_url
+
+from relay_engine.store.wakes import CHANNEL
+
+SLOW = {"tick": 60.0, "heartbeat": 30.0, "lease": 200.0}
+"""A minute between full ticks, half a minute between heartbeats: only a wake-up is quick."""
+
+
+def test_a_submit_from_the_cli_starts_at_once_on_an_engine_that_ticks_each_minute(
+    workspace: Workspace,
+) -> None:
+    workspace.configure(**SLOW)
+    engine = workspace.engine()
+    store = workspace.store()
+    with running_engine(engine):
+        wait_for(lambda: engine.hears_wake_ups, timeout=15, what="the engine to listen")
+        workspace.submit(job_toml("woken", [{"id": "a", "sim": sim(0.05)}]))
+        wait_for(lambda: task_state(store, "woken/a") == "SUCCEEDED", timeout=20, what="a run")
+
+
+def test_a_cancel_from_the_cli_stops_the_agent_at_once(workspace: Workspace) -> None:
+    """``relay cancel`` applies the cancel itself; the engine that runs the agent hears of it
+    and stops it now, not at its next fence check a tick later."""
+    workspace.configure(**SLOW)
+    engine = workspace.engine()
+    store = workspace.store()
+    workspace.submit(job_toml("long", [{"id": "t", "sim": sim(300)}]))
+    with running_engine(engine):
+        wait_for(lambda: engine.hears_wake_ups, timeout=15, what="the engine to listen")
+        engine.wake()  # the submit came before it listened: its first tick may still wait
+        wait_for(lambda: task_state(store, "long/t") == "RUNNING", timeout=70, what="a start")
+        (run,) = wait_for(lambda: [e for e in executions(store) if e.pid], what="its pid")
+        assert workspace.cli("cancel", "long/t").returncode == 0
+        wait_for(lambda: pid_gone(run.pid), timeout=20, what="the agent to stop")
+        assert task_state(store, "long/t") == "CANCELLED"
+
+
+def test_an_engine_whose_fleet_has_no_work_ticks_only_at_heartbeats(
+    workspace: Workspace,
+) -> None:
+    """Left running for the next submit, an engine that hears wake-ups does not read the
+    database every tick for nothing; one that does not (``wake_ups = false``) must."""
+    workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0)
+    engine = workspace.engine()
+    with running_engine(engine):
+        wait_for(lambda: engine.hears_wake_ups and len(engine.ticks) > 3, what="a quiet engine")
+        before = len(engine.ticks)
+        time.sleep(2.0)
+        quiet = len(engine.ticks) - before
+        workspace.submit(job_toml("after", [{"id": "a", "sim": sim(0.05)}]))
+        wait_for(lambda: task_state(workspace.store(), "after/a") == "SUCCEEDED", timeout=10)
+    assert quiet <= 4, quiet  # forty at the tick interval
+
+    workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0, wake_ups=False)
+    deaf = workspace.engine()
+    with running_engine(deaf):
+        wait_for(lambda: len(deaf.ticks) > 3, what="ticks")
+        before = len(deaf.ticks)
+        time.sleep(1.0)
+        assert not deaf.hears_wake_ups
+        assert len(deaf.ticks) - before >= 10
+
+
+@pytest.mark.postgres
+def test_a_listener_whose_connection_is_cut_listens_again(tmp_path: Path, pg_url: str) -> None:
+    """The server ends the engine's LISTEN connection (a restart, an idle-connection
+    reaper): the engine connects again, and what is submitted after still wakes it."""
+    workspace = Workspace(tmp_path / "ws", pg_url)
+    workspace.path.mkdir()
+    workspace.configure(**SLOW)
+    engine = workspace.engine()
+    store = workspace.store()
+    with running_engine(engine), psycopg.connect(psycopg_conninfo(pg_url, "postgres")) as admin:
+        wait_for(lambda: engine.hears_wake_ups, timeout=15, what="the engine to listen")
+        database = make_url(pg_url).database
+        (first,) = wait_for(lambda: _listeners(admin, database), what="its LISTEN connection")
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+        again = wait_for(lambda: [p for p in _listeners(admin, database) if p != first], 20)
+        assert len(again) == 1
+        wait_for(lambda: engine.hears_wake_ups, timeout=5, what="the engine to listen again")
+        workspace.submit(job_toml("later", [{"id": "a", "sim": sim(0.05)}]))
+        wait_for(lambda: task_state(store, "later/a") == "SUCCEEDED", timeout=20, what="a run")
+
+
+def _listeners(admin: psycopg.Connection[Any], database: str | None) -> list[int]:
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND query ~ %s"
+    rows = admin.execute(query, (database, f"^LISTEN {CHANNEL}")).fetchall()
+    admin.commit()
+    return [pid for (pid,) in rows]
