@@ -74,7 +74,7 @@ def insert_queued(store: Store, count: int, *, job: str = "bench") -> None:
         }
         for i in range(count)
     ]
-    with store.write() as session:
+    with store.write(wakes=True) as session:  # as a submit does: engines with no work sleep
         session.add(Job(id=job, title=job, state="ACTIVE", created_at=now))
         session.execute(insert(Task), rows)
 

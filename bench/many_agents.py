@@ -66,7 +66,14 @@ def cli(workspace: Path, db: str | None, *args: str) -> subprocess.CompletedProc
 
 def setup(workspace: Path, agents: int) -> Path:
     config = {
-        "engine": {"max_concurrent_agents": agents, "tick_seconds": 0.5, "sandbox": "none"},
+        # wake_ups off: its baseline is the engine's ticks before the job, which an engine
+        # that hears wake-ups would not take (with no work anywhere it ticks at heartbeats).
+        "engine": {
+            "max_concurrent_agents": agents,
+            "tick_seconds": 0.5,
+            "sandbox": "none",
+            "wake_ups": False,
+        },
         "agents": [{"id": "sim", "provider": "sim", "roles": ["implementer"]}],
     }
     (workspace / "relay.toml").write_text(tomli_w.dumps(config))
