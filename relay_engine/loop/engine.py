@@ -141,6 +141,7 @@ class Engine:
         self._last_full_tick = 0.0
         self._events_seen = feed.START
         self._quiet = False  # this engine's last look found no work anywhere in the fleet
+        self._looks_asked = 0  # wake-ups heard: a look that began before the last is stale
         self._wakeups: WakeListener | None = None
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
@@ -182,6 +183,7 @@ class Engine:
     def _look_now(self) -> None:
         """Something was written that may be work (a command, a submit, here or in another
         process): a full tick now, and the tick interval again until a look finds none."""
+        self._looks_asked += 1
         self._quiet = False
         self._command_waiting.set()
         self.wake()
@@ -428,8 +430,11 @@ class Engine:
         """Work any engine may do for the whole fleet: lost claims, parked work, schedules,
         jobs waiting on jobs, pull requests, planned jobs, drafts, jobs settled elsewhere."""
         self.did_chores = True
-        self._quiet = not (self.pulls.in_flight or self._fleet_has_work())
-        if self._quiet:
+        asked = self._looks_asked
+        if self.pulls.in_flight or self._fleet_has_work():
+            self._quiet = False
+        else:  # unless a wake-up came while it read: what woke it may be what it missed
+            self._quiet = asked == self._looks_asked
             return False
         changed = recover_tasks(self.runtime, now)
         changed |= resume_parked(self.store, now)

@@ -113,3 +113,29 @@ def _listeners(admin: psycopg.Connection[Any], database: str | None) -> list[int
     rows = admin.execute(query, (database, f"^LISTEN {CHANNEL}")).fetchall()
     admin.commit()
     return [pid for (pid,) in rows]
+
+
+def test_a_wake_up_that_lands_while_the_engine_looks_keeps_it_awake(
+    sqlite_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look read the fleet before a submit committed, and the submit's wake-up came
+    before the look ended: the engine must not take the stale "no work" for the last word
+    and sleep to its heartbeat with the new job waiting."""
+    workspace = sqlite_workspace
+    workspace.configure(**SLOW)
+    engine = workspace.engine()
+    engine.tick()
+    assert engine.did_chores and engine._quiet  # nothing anywhere: it may sleep
+
+    looked = engine._fleet_has_work
+
+    def woken_while_looking() -> bool:
+        found = looked()
+        workspace.submit(job_toml("late", [{"id": "a", "sim": sim(0.05)}]))
+        engine._look_now()  # what its listener does when the submit's wake-up arrives
+        return found
+
+    monkeypatch.setattr(engine, "_fleet_has_work", woken_while_looking)
+    engine.tick()
+    assert engine.did_chores and not engine._quiet
+    engine.shutdown(release=True)
