@@ -1,7 +1,7 @@
 """How much wall time the engine adds over spawning the same agents from a bare loop.
 
     .venv/bin/python bench/engine_overhead.py            # 500 tasks of ~50 ms at capacity 16
-    .venv/bin/python bench/engine_overhead.py --tasks 100 --profile  # RELAY_BENCH_PROFILE=FILE keeps the .prof
+    .venv/bin/python bench/engine_overhead.py --tasks 100 --profile  # RELAY_BENCH_PROFILE=FILE keeps each pair's .prof as FILE.pairN
     .venv/bin/python bench/engine_overhead.py --sandbox  # the relay run's sims in bwrap too
 
 relay: submit a job of N independent sim tasks, then Engine.run(until_idle=True).
@@ -368,16 +368,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3, help="relay and bare runs, in turns")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="relay-bench-") as tmp:
+    # Every workspace is outside /tmp, as a real one is: under the sandbox's private /tmp
+    # it would need mounts of its own to stay visible, and /tmp, where test suites create
+    # and delete millions of files, cost 2-5 times the CPU per file created on this VM (relay
+    # creates seven files per task, the bare loop one).
+    with tempfile.TemporaryDirectory(prefix="relay-bench-", dir="/var/tmp") as tmp:
         root = Path(tmp)
-        # Starts are timed in a workspace outside /tmp, as a real one is: under the
-        # sandbox's private /tmp it would need mounts of its own to stay visible. The
-        # /bin/true tasks run there too: /tmp, where test suites create and delete
-        # millions of files, cost 2-5 times the CPU per file created on this VM.
-        with tempfile.TemporaryDirectory(prefix="relay-bench-", dir="/var/tmp") as starts:
-            report_starts(Path(starts), args.starts)
-            supervisor_cpu(Path(starts), args.starts)
-            true_tasks(Path(starts), args.true_tasks, args.tick)
+        starts = root / "starts"
+        starts.mkdir()
+        report_starts(starts, args.starts)
+        supervisor_cpu(starts, args.starts)
+        true_tasks(starts, args.true_tasks, args.tick)
         ratios = [
             wall_pair(root / f"pair{i}", args, relay_first=i % 2 == 1) for i in range(args.pairs)
         ]
@@ -397,8 +398,9 @@ def wall_pair(root: Path, args: argparse.Namespace, *, relay_first: bool) -> flo
     workspace = write_workspace(
         root, args.tasks, args.capacity, args.duration, args.tick, args.sandbox
     )
+    kept = os.environ.get("RELAY_BENCH_PROFILE")
     profile = (
-        Path(os.environ.get("RELAY_BENCH_PROFILE", root / "engine.prof")) if args.profile else None
+        Path(f"{kept}.{root.name}" if kept else root / "engine.prof") if args.profile else None
     )
     if relay_first:
         relay, ok = run_relay(workspace, profile)
