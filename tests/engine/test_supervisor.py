@@ -219,7 +219,10 @@ def test_recovery_kills_a_tree_from_the_record_and_the_tag_alone(
         assert pgid == process.pgid
         kill_execution(execution_id, pgid)
         assert process.wait(10) == -signal.SIGKILL
-        assert pid_gone(process.agent_pid) and pid_gone(daemon)
+        # SIGKILL reaches the group's processes one by one: the agent may still be on its
+        # way out when the supervisor is reaped. One that escaped sleeps on for 60 s.
+        wait_for(lambda: pid_gone(process.agent_pid), timeout=10, what="the agent to die")
+        wait_for(lambda: pid_gone(daemon), timeout=10, what="the daemon to die")
         assert tagged_processes(execution_id) == []
     finally:
         kill_execution(execution_id)
