@@ -8,7 +8,8 @@ commands, send a wake-up; each engine listens, looks at once, and sleeps while i
 has nothing to do (:meth:`~relay_engine.loop.engine.Engine.run`).
 
 PostgreSQL: the write sends ``NOTIFY relay_wake`` in its transaction (delivered to every
-engine on every host when it commits); each engine LISTENs on a connection of its own.
+engine on every host when it commits); each engine LISTENs on a connection of its own, and
+counts itself as hearing them once a probe it sent itself came back.
 SQLite (one host): the writer rewrites a file in the database's ``-wake`` folder after it
 commits, and each engine watches that folder. A listener that is down cannot know what it
 missed, so an engine sleeps only while its listener is up (:attr:`WakeListener.up`).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +32,15 @@ from sqlmodel import Session
 
 log = logging.getLogger(__name__)
 CHANNEL = "relay_wake"
+LISTENER_NAME = "relay wake-ups"  # its connection's application_name, as pg_stat_activity shows
 NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', '')")
 WAKE_FILE = "wake"
 SILENCE_CHECK_S = 10.0
 """How long a PostgreSQL listener hears nothing before it asks the server whether the
 connection still stands (a cut cable raises nothing by itself)."""
 RECONNECT_MAX_S = 30.0
+PROBE_S = 5.0
+"""How long a new listener waits for its own probe before it says wake-ups do not arrive."""
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,10 @@ class WakeListener:
         wait = 1.0
         while not self.stop.is_set():
             try:
-                with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
+                with psycopg.connect(
+                    conninfo, autocommit=True, connect_timeout=5, application_name=LISTENER_NAME
+                ) as connection:
                     connection.execute(f"LISTEN {CHANNEL}")
-                    self._up.set()
                     wait = 1.0
                     self.on_wake()  # whatever was written while nobody listened
                     self._hear(connection)
@@ -153,14 +159,32 @@ class WakeListener:
             wait = min(wait * 2, RECONNECT_MAX_S)
 
     def _hear(self, connection: Any) -> None:
-        quiet_since = time.monotonic()
+        """Up once a probe of its own comes back: behind a pooler in transaction mode
+        (pgbouncer) LISTEN is accepted and nothing sent after it arrives, and an engine
+        that trusted it would sleep through every submit."""
+        probe = uuid.uuid4().hex
+        self._probe(connection, probe)
+        sent = quiet_since = time.monotonic()
         while not self.stop.is_set():
             heard = False
-            for _ in connection.notifies(timeout=1.0):
+            for notice in connection.notifies(timeout=1.0):
                 heard = True
-                self.on_wake()
+                if notice.payload == probe:
+                    self._up.set()
+                elif not notice.payload:  # other engines' probes are theirs
+                    self.on_wake()
+            now = time.monotonic()
+            if not self._up.is_set() and sent and now - sent > PROBE_S:
+                sent = 0.0  # said once per connection
+                log.warning(
+                    "wake-ups sent on the database do not come back (a pooler in transaction "
+                    "mode?): ticking every tick_seconds; [engine] wake_ups = false stops listening"
+                )
             if heard:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since > SILENCE_CHECK_S:
+                quiet_since = now
+            elif now - quiet_since > SILENCE_CHECK_S:
                 connection.execute("SELECT 1")
-                quiet_since = time.monotonic()
+                quiet_since = now
+
+    def _probe(self, connection: Any, probe: str) -> None:
+        connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, probe))

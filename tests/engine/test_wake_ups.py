@@ -26,7 +26,8 @@ from helpers import (
 )
 from sqlalchemy.engine import make_url
 
-from relay_engine.store.wakes import CHANNEL
+from relay_engine.store import wakes
+from relay_engine.store.wakes import LISTENER_NAME, WakeListener
 
 SLOW = {"tick": 60.0, "heartbeat": 30.0, "lease": 200.0}
 """A minute between full ticks, half a minute between heartbeats: only a wake-up is quick."""
@@ -109,8 +110,8 @@ def test_a_listener_whose_connection_is_cut_listens_again(tmp_path: Path, pg_url
 
 
 def _listeners(admin: psycopg.Connection[Any], database: str | None) -> list[int]:
-    query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND query ~ %s"
-    rows = admin.execute(query, (database, f"^LISTEN {CHANNEL}")).fetchall()
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s"
+    rows = admin.execute(query, (database, LISTENER_NAME)).fetchall()
     admin.commit()
     return [pid for (pid,) in rows]
 
@@ -139,3 +140,28 @@ def test_a_wake_up_that_lands_while_the_engine_looks_keeps_it_awake(
     engine.tick()
     assert engine.did_chores and not engine._quiet
     engine.shutdown(release=True)
+
+
+@pytest.mark.postgres
+def test_an_engine_whose_wake_ups_do_not_come_back_keeps_its_tick_interval(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind a pooler in transaction mode LISTEN is accepted and nothing sent after it
+    arrives. The engine's probe never comes back: it says so, does not count on wake-ups,
+    and keeps ticking at its interval, so a submit still starts a tick later."""
+
+    def lost(self: WakeListener, connection: Any, probe: str) -> None:
+        connection.execute("SELECT pg_notify('nobody_listens', %s)", (probe,))
+
+    monkeypatch.setattr(WakeListener, "_probe", lost)
+    monkeypatch.setattr(wakes, "PROBE_S", 1.0)
+    workspace = Workspace(tmp_path / "ws", pg_url)
+    workspace.path.mkdir()
+    workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0)
+    engine = workspace.engine()
+    with running_engine(engine):
+        wait_for(lambda: "do not come back" in caplog.text, timeout=15, what="the warning")
+        before = len(engine.ticks)
+        time.sleep(1.0)
+        assert not engine.hears_wake_ups
+        assert len(engine.ticks) - before >= 10
