@@ -22,6 +22,7 @@ from relay_engine.store.engines import (
     capacity_cell,
     read_engines,
 )
+from relay_engine.store.wakes import NOT_HEARD, NOT_HEARD_NOTE
 
 STATE_STYLES = {"live": "green", "gone": "red"}
 
@@ -52,6 +53,8 @@ def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:
         state = f"[{STATE_STYLES[row.state]}]{state}[/]"
         if row.condition:
             state += f" [yellow]{row.condition}[/]"
+        if row.state == "live" and row.wake_ups == NOT_HEARD:
+            state += f" [yellow]{NOT_HEARD_NOTE}[/]"
         table.add_row(
             row.id,
             row.host,

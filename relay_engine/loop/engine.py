@@ -72,7 +72,7 @@ from relay_engine.store.schema import (
     Schedule,
     Task,
 )
-from relay_engine.store.wakes import WakeListener
+from relay_engine.store.wakes import OFF, WakeListener
 
 log = logging.getLogger(__name__)
 TICKS_KEPT = 10_000
@@ -524,8 +524,11 @@ class Engine:
         lease_until = now + self.config.engine.lease_seconds
         renewed: set[str] = set()
         with self.store.write() as session:
+            wake_ups = self._wakeups.said if self._wakeups is not None else OFF
             session.exec(
-                update(EngineRecord).where(col(EngineRecord.id) == self.id).values(heartbeat_at=now)
+                update(EngineRecord)
+                .where(col(EngineRecord.id) == self.id)
+                .values(heartbeat_at=now, wake_ups=wake_ups)
             )
             held = list(self.runtime.held())
             for table in (Task, Plan) if held else ():

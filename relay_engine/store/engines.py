@@ -52,6 +52,7 @@ class EngineRow:
     slots: int | None
     agents: tuple[str, ...] | None
     condition: str | None
+    wake_ups: str | None = None  # "heard", "not heard", "off"; None: not said
 
     @property
     def last_seen(self) -> float:
@@ -126,6 +127,7 @@ def _row(record: EngineRecord, running: Mapping[str, int], now: float, lease: fl
         slots=slots,
         agents=agents,
         condition=record.condition,
+        wake_ups=record.wake_ups,
     )
 
 

@@ -300,6 +300,9 @@ class EngineRecord(SQLModel, table=True):
     stopped_at: float | None = None
     role: str = "run"
     condition: str | None = None  # what holds the engine up ("disk full"), None when nothing
+    wake_ups: str | None = None
+    """Whether it hears other processes' writes at once (:mod:`relay_engine.store.wakes`):
+    "heard", "not heard" (it ticks at its interval instead) or "off"; None: not said yet."""
     slots: int = 0  # its max_concurrent_agents
     agents: list[str] = _json([])  # the agents its own config defines
 

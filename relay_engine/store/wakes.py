@@ -39,6 +39,9 @@ SILENCE_CHECK_S = 10.0
 """How long a PostgreSQL listener hears nothing before it asks the server whether the
 connection still stands (a cut cable raises nothing by itself)."""
 RECONNECT_MAX_S = 30.0
+HEARD, NOT_HEARD, OFF = "heard", "not heard", "off"
+"""What an engine records of its wake-ups (``relay engines`` shows the middle one)."""
+NOT_HEARD_NOTE = "wake-ups not heard: ticks at its interval"
 PROBE_S = 5.0
 """How long a new listener waits for its own probe before it says wake-ups do not arrive."""
 
@@ -101,14 +104,24 @@ class WakeListener:
         self.on_wake = on_wake
         self.stop = stop
         self._up = threading.Event()
+        self._started = 0.0
 
     @property
     def up(self) -> bool:
         """Whether a wake-up sent now would be heard."""
         return self._up.is_set()
 
+    @property
+    def said(self) -> str | None:
+        """:data:`HEARD` or :data:`NOT_HEARD`, as the engine records it; None while a new
+        listener may still be waiting for its probe."""
+        if self._up.is_set():
+            return HEARD
+        return NOT_HEARD if time.monotonic() - self._started > PROBE_S else None
+
     def start(self) -> Path | None:
         """Listen from now on; the folder to watch, on SQLite."""
+        self._started = time.monotonic()
         if self.channel.conninfo is not None:
             conninfo = self.channel.conninfo
             threading.Thread(

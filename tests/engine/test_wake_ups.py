@@ -7,6 +7,7 @@ beside the database; PostgreSQL: LISTEN/NOTIFY).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from helpers import (
 from sqlalchemy.engine import make_url
 
 from relay_engine.store import wakes
-from relay_engine.store.wakes import LISTENER_NAME, WakeListener
+from relay_engine.store.wakes import LISTENER_NAME, NOT_HEARD_NOTE, WakeListener
 
 SLOW = {"tick": 60.0, "heartbeat": 30.0, "lease": 200.0}
 """A minute between full ticks, half a minute between heartbeats: only a wake-up is quick."""
@@ -74,6 +75,7 @@ def test_an_engine_whose_fleet_has_no_work_ticks_only_at_heartbeats(
         before = len(engine.ticks)
         time.sleep(2.0)
         quiet = len(engine.ticks) - before
+        wait_for(lambda: _wake_ups_said(workspace) == ["heard"], timeout=10, what="'heard'")
         workspace.submit(job_toml("after", [{"id": "a", "sim": sim(0.05)}]))
         wait_for(lambda: task_state(workspace.store(), "after/a") == "SUCCEEDED", timeout=10)
     assert quiet <= 4, quiet  # forty at the tick interval
@@ -86,6 +88,7 @@ def test_an_engine_whose_fleet_has_no_work_ticks_only_at_heartbeats(
         time.sleep(1.0)
         assert not deaf.hears_wake_ups
         assert len(deaf.ticks) - before >= 10
+        wait_for(lambda: "off" in _wake_ups_said(workspace), timeout=10, what="'off'")
 
 
 @pytest.mark.postgres
@@ -165,3 +168,18 @@ def test_an_engine_whose_wake_ups_do_not_come_back_keeps_its_tick_interval(
         time.sleep(1.0)
         assert not engine.hears_wake_ups
         assert len(engine.ticks) - before >= 10
+        engines = wait_for(lambda: _said_in_table(workspace, NOT_HEARD_NOTE), timeout=10)
+        assert engine.id in engines
+
+
+def _wake_ups_said(workspace: Workspace) -> list[str | None]:
+    """What ``relay engines --json`` says of each live engine's wake-ups."""
+    result = workspace.cli("engines", "--json")
+    assert result.returncode == 0, result.stderr
+    return [row["wake_ups"] for row in json.loads(result.stdout) if row["state"] == "live"]
+
+
+def _said_in_table(workspace: Workspace, words: str) -> str | None:
+    result = workspace.cli("engines")
+    assert result.returncode == 0, result.stderr
+    return result.stdout if words in " ".join(result.stdout.split()) else None
