@@ -115,9 +115,9 @@ def one_run(
         store = Store(url) if url else Store.for_workspace(workspace)
         submit_job(store, load_job_file(workspace / "job.toml"), now=time.time())
         run = Engine(workspace, store=store)
-        before = _own_cpu()
+        before = own_cpu()
         ok = run.run(until_idle=True)
-        cpu = _own_cpu() - before
+        cpu = own_cpu() - before
         store.dispose()
     shutil.rmtree(workspace, ignore_errors=True)
     if not ok:
@@ -130,7 +130,7 @@ def _task(i: int, chains: int) -> dict[str, Any]:
     return {"id": f"t{i:04d}", **({"depends_on": after} if after else {})}
 
 
-def _own_cpu() -> float:
+def own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 

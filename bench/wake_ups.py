@@ -19,7 +19,6 @@ database on. Prints the ratios on/off; never asserts; not part of the test suite
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 
 import tomli_w
-from batch_cost import fresh_url
+from batch_cost import fresh_url, own_cpu
 from sqlmodel import select
 
 from relay_engine.loop.engine import Engine
@@ -50,9 +49,9 @@ def measure(root: Path, server: str | None, wake_ups: bool, seconds: float, subm
         thread = threading.Thread(target=engine.run, args=(stop,), daemon=True)
         thread.start()
         time.sleep(2.0)  # registered, its first looks found nothing: quiet
-        before = _cpu()
+        before = own_cpu()
         time.sleep(seconds)
-        idle_ms = (_cpu() - before) / seconds * 1000
+        idle_ms = (own_cpu() - before) / seconds * 1000
         delays = [_submit_and_wait(workspace, url, store, i) for i in range(submits)]
         stop.set()
         engine.wake()
@@ -80,11 +79,6 @@ def _submit_and_wait(workspace: Path, url: str | None, store: Store, i: int) -> 
             return started - created
         time.sleep(0.005)
     sys.exit(f"j{i} did not start within a minute: see {workspace}")
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:

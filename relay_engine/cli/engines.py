@@ -22,9 +22,10 @@ from relay_engine.store.engines import (
     capacity_cell,
     read_engines,
 )
-from relay_engine.store.wakes import NOT_HEARD, NOT_HEARD_NOTE
+from relay_engine.store.wakes import NOT_HEARD
 
 STATE_STYLES = {"live": "green", "gone": "red"}
+NOT_HEARD_NOTE = "wake-ups not heard: ticks at its interval"
 
 
 def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:

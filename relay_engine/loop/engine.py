@@ -263,7 +263,7 @@ class Engine:
             register_engine(self.store, self.id, role=self.role, now=self.clock())
             self._registered = True
             if self.config.engine.wake_ups:
-                self._wakeups = self.store.wakes.listener(self._look_now, self._stop)
+                self._wakeups = WakeListener(self.store.wakes, self._look_now, self._stop)
             self._watch_files(self._wakeups.start() if self._wakeups else None)
             self.notifier.start()
         if not self._joined:

@@ -41,7 +41,6 @@ connection still stands (a cut cable raises nothing by itself)."""
 RECONNECT_MAX_S = 30.0
 HEARD, NOT_HEARD, OFF = "heard", "not heard", "off"
 """What an engine records of its wake-ups (``relay engines`` shows the middle one)."""
-NOT_HEARD_NOTE = "wake-ups not heard: ticks at its interval"
 PROBE_S = 5.0
 """How long a new listener waits for its own probe before it says wake-ups do not arrive."""
 
@@ -79,14 +78,15 @@ class WakeChannel:
         folder = self.folder
         if folder is None:
             return
+        stamp = f"{time.time_ns()}\n"
         try:
-            folder.mkdir(exist_ok=True)
-            (folder / WAKE_FILE).write_text(f"{time.time_ns()}\n")
+            try:
+                (folder / WAKE_FILE).write_text(stamp)
+            except FileNotFoundError:  # no engine has listened here yet
+                folder.mkdir(exist_ok=True)
+                (folder / WAKE_FILE).write_text(stamp)
         except OSError as error:
             log.debug("no wake-up sent to %s: %s", folder, error)
-
-    def listener(self, on_wake: Callable[[], None], stop: threading.Event) -> WakeListener:
-        return WakeListener(self, on_wake, stop)
 
 
 class WakeListener:

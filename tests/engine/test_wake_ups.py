@@ -27,8 +27,9 @@ from helpers import (
 )
 from sqlalchemy.engine import make_url
 
+from relay_engine.cli.engines import NOT_HEARD_NOTE
 from relay_engine.store import wakes
-from relay_engine.store.wakes import LISTENER_NAME, NOT_HEARD_NOTE, WakeListener
+from relay_engine.store.wakes import LISTENER_NAME, WakeListener
 
 SLOW = {"tick": 60.0, "heartbeat": 30.0, "lease": 200.0}
 """A minute between full ticks, half a minute between heartbeats: only a wake-up is quick."""
