@@ -115,8 +115,9 @@ class EngineConfig(_Strict):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     tick_seconds: float = Field(default=0.5, gt=0, le=60)
     # Hear other processes' submits and commands at once (PostgreSQL LISTEN/NOTIFY, or a
-    # watched file beside a SQLite database), and tick only at heartbeats while the fleet
-    # has no work. Off behind a pooler that drops LISTEN (pgbouncer in transaction mode).
+    # watched file beside a SQLite database), and tick only at heartbeats (and when a timed
+    # wait ends) while the fleet only waits. Off behind a pooler that drops LISTEN
+    # (pgbouncer in transaction mode).
     wake_ups: bool = True
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
     default_budget_usd: float | None = Field(default=None, ge=0)  # for jobs without their own

@@ -21,23 +21,17 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
 import watchfiles
-from sqlalchemy import exists, or_
+from sqlalchemy import or_
 from sqlmodel import Session, col, select, update
-from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.contracts.config import CONFIG_FILE, ConfigError, RelayConfig, load_config
 from relay_engine.core.outcomes import StopReason
 from relay_engine.core.states import (
-    ACTIVE_TASK_STATES,
-    LIVE_JOB_STATES,
     JobState,
-    PlanState,
-    PullState,
     TaskState,
 )
 from relay_engine.core.turns import Place, takes_turn
@@ -45,6 +39,7 @@ from relay_engine.git.worktrees import Worktrees
 from relay_engine.loop.health import DISK_FULL, Health, classify
 from relay_engine.loop.live import LiveExecution
 from relay_engine.loop.notify import Notifier
+from relay_engine.loop.outlook import anything_to_do, read_outlook
 from relay_engine.loop.pullstep import PullRequests
 from relay_engine.loop.readiness import finish_jobs, promote_ready, resume_parked
 from relay_engine.loop.reaper import Reaper
@@ -67,9 +62,6 @@ from relay_engine.store.schema import (
     Event,
     Job,
     Plan,
-    ProviderLimit,
-    PullRequest,
-    Schedule,
     Task,
 )
 from relay_engine.store.wakes import OFF, WakeListener
@@ -140,7 +132,8 @@ class Engine:
         self._command_waiting = threading.Event()
         self._last_full_tick = 0.0
         self._events_seen = feed.START
-        self._quiet = False  # this engine's last look found no work anywhere in the fleet
+        self._quiet = False  # this engine's last look found the fleet with nothing to do now
+        self._next_look: float | None = None  # when a quiet fleet's first timed wait ends
         self._looks_asked = 0  # wake-ups heard: a look that began before the last is stale
         self._wakeups: WakeListener | None = None
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
@@ -235,15 +228,28 @@ class Engine:
         failed is retried at the interval, not at once)."""
         return winding < WIND_DOWN_TICKS and not self.live and self.condition is None
 
+    @property
+    def _dozing(self) -> bool:
+        """Whether this engine sleeps between heartbeats: when it wakes, it does the fleet's
+        housekeeping whoever's turn it is (the engines that doze wake at their own
+        heartbeats, or all at once when a timed wait ends, and one slot in a stale place
+        may be nobody's)."""
+        return self._quiet and self.hears_wake_ups
+
     def _sleep_seconds(self) -> float:
         """How long the loop waits for a wake before its next full tick: the tick interval,
-        or, while the whole fleet has no work and this engine hears every wake-up (a
-        submit or a command from anywhere ends the wait), until its next heartbeat is due.
-        An empty fleet's engines used to read the database every tick for nothing."""
+        or, while the fleet has nothing to do now and this engine hears every wake-up (a
+        submit or a command from anywhere ends the wait), until its next heartbeat or the
+        end of the fleet's first timed wait (:mod:`~relay_engine.loop.outlook`), whichever
+        comes first. An idle fleet's engines used to read the database every tick for
+        nothing."""
         settings = self.config.engine
-        if not (self._quiet and self.hears_wake_ups and not self.live and self.condition is None):
+        if not (self._dozing and not self.live and self.condition is None):
             return settings.tick_seconds
-        due = self._last_heartbeat + settings.heartbeat_seconds - self.clock()
+        now = self.clock()
+        due = self._last_heartbeat + settings.heartbeat_seconds - now
+        if self._next_look is not None:
+            due = min(due, self._next_look - now)
         return max(settings.tick_seconds, due)
 
     def _gather_exits(self) -> None:
@@ -284,10 +290,9 @@ class Engine:
                     *paths, stop_event=self._stop, recursive=False, debounce=200, rust_timeout=500
                 ):
                     changed = [Path(path) for _, path in changes]
-                    if config in changed:
+                    if config in changed:  # an agent fixed or added may be what work waits on
                         self._config_changed.set()
-                        self._command_waiting.set()
-                        self.wake()
+                        self._look_now()
                     if self._wakeups is not None:
                         self._wakeups.heard(changed)
             finally:
@@ -410,7 +415,7 @@ class Engine:
             changed |= self._maybe_reload_config(now)
             changed |= bool(commands.apply_pending(self.store, self.id, now))
             self._heartbeat(now)
-            if takes_turn(self.runtime.place, now, self.config.engine.tick_seconds):
+            if self._dozing or takes_turn(self.runtime.place, now, self.config.engine.tick_seconds):
                 self.runtime.forget_fleet()  # what other engines recorded is read again
                 changed |= self._fleet_chores(now)
             changed |= self.rounds.start_planners(now)
@@ -431,10 +436,8 @@ class Engine:
         jobs waiting on jobs, pull requests, planned jobs, drafts, jobs settled elsewhere."""
         self.did_chores = True
         asked = self._looks_asked
-        if self.pulls.in_flight or self._fleet_has_work():
-            self._quiet = False
-        else:  # unless a wake-up came while it read: what woke it may be what it missed
-            self._quiet = asked == self._looks_asked
+        if not (self.pulls.in_flight or self._fleet_has_work()):
+            self._doze(asked, next_look=None)
             return False
         changed = recover_tasks(self.runtime, now)
         changed |= resume_parked(self.store, now)
@@ -444,14 +447,23 @@ class Engine:
         changed |= self.rounds.tick(now)
         changed |= promote_ready(self.store, now, self._gated())
         self._notice_settled_elsewhere()
+        self._quiet = False
+        if not (changed or self.live or self.pulls.in_flight) and self.hears_wake_ups:
+            with self.store.read() as session:
+                outlook = read_outlook(session, now, self.config.git.check_seconds)
+            if not outlook.busy:  # the fleet only waits: on the operator, or on the clock
+                self._doze(asked, next_look=outlook.next_at)
         return changed
 
+    def _doze(self, asked: int, *, next_look: float | None) -> None:
+        """Sleep between heartbeats (and until ``next_look``), unless a wake-up came while
+        this engine looked: what woke it may be what the look missed."""
+        self._quiet = asked == self._looks_asked
+        self._next_look = next_look
+
     def _fleet_has_work(self) -> bool:
-        """Whether any chore may find something to do: one read instead of the chores'
-        dozen, for a fleet whose work is all done (an engine left running for the next
-        submit spent 20 ms of CPU a second reading empty answers)."""
         with self.store.read() as session:
-            return bool(session.execute(_fleet_work()).scalar())
+            return anything_to_do(session)
 
     def _full_tick_due(self) -> bool:
         due = self.clock() - self._last_full_tick >= self.config.engine.tick_seconds
@@ -566,23 +578,6 @@ class Engine:
         dirty = set(self.runtime.dirty_jobs)
         self.runtime.dirty_jobs.clear()
         return finish_jobs(self.store, dirty, now) if dirty else False
-
-
-@cache
-def _fleet_work() -> SelectOfScalar[bool]:
-    """What any chore acts on (:meth:`Engine._fleet_chores`): a live job, an unfinished
-    task or plan, an open pull request, a running schedule, a provider waiting for its
-    limit to reset; pull request steps an engine started it checks itself. Built once, as
-    every full tick of an idle engine runs it."""
-    live = (
-        exists().where(col(Job.state).in_(LIVE_JOB_STATES)),
-        exists().where(col(Task.state).in_(ACTIVE_TASK_STATES)),
-        exists().where(col(Plan.status) == PlanState.PLANNING),
-        exists().where(col(PullRequest.state) == PullState.OPEN),
-        exists().where(col(Schedule.paused_at).is_(None)),
-        exists().where(col(ProviderLimit.status) == "limited"),
-    )
-    return select(or_(*live))
 
 
 def reload_config(runtime: EngineRuntime) -> str | None:

@@ -83,13 +83,20 @@ def start_due_runs(store: Store, now: float, engine: EngineConfig | None = None)
     """Every running template's due slot becomes a run; True when any template moved on."""
     running = select(Schedule).where(col(Schedule.paused_at).is_(None))
     with store.read() as session:
-        templates = [(row.id, _rule(row), row.cursor_at) for row in session.exec(running)]
+        templates = [(row.id, stored_rule(row), row.cursor_at) for row in session.exec(running)]
     changed = False
     for template, rule, cursor in templates:
         decision = decide_slots(rule, cursor, now)
         if decision.cursor != cursor:
             changed |= _apply(store, template, cursor, decision, now, engine)
     return changed
+
+
+def next_slots(session: Session) -> list[float]:
+    """When each running template's next slot comes: an engine that sleeps while its fleet
+    only waits wakes for the first (:mod:`~relay_engine.loop.outlook`)."""
+    running = session.exec(select(Schedule).where(col(Schedule.paused_at).is_(None)))
+    return [next_slot(stored_rule(row), row.cursor_at).at for row in running]
 
 
 def pause_schedule(store: Store, template: str, now: float) -> str:
@@ -114,7 +121,7 @@ def resume_schedule(store: Store, template: str, now: float) -> str:
             return f"scheduled job {template} is not paused"
         row.paused_at, row.cursor_at, row.updated_at = None, max(now, row.cursor_at), now
         session.add(row)
-        upcoming = next_slot(_rule(row), row.cursor_at)
+        upcoming = next_slot(stored_rule(row), row.cursor_at)
         said = f"scheduled job {template} resumed: next run {run_job_id(template, upcoming)}"
         record_event(session, EventKind.SCHEDULE_RESUMED, said, now=now)
     return said
@@ -139,7 +146,7 @@ def _template(session: Session, template: str) -> Schedule:
     return found
 
 
-def _rule(row: Schedule) -> ScheduleRule:
+def stored_rule(row: Schedule) -> ScheduleRule:
     catch_up: CatchUp = "none" if row.catch_up == "none" else "last"
     return ScheduleRule(row.cron, row.timezone, catch_up)
 
@@ -264,7 +271,7 @@ def read_schedules(session: Session, now: float) -> list[ScheduleView]:
     """Every template with its next slot after whichever is later, now or its cursor."""
     views = []
     for row in session.exec(select(Schedule).order_by(col(Schedule.id))):
-        upcoming = next_slot(_rule(row), max(now, row.cursor_at))
+        upcoming = next_slot(stored_rule(row), max(now, row.cursor_at))
         last = session.get(Job, row.last_run_job) if row.last_run_job else None
         views.append(
             ScheduleView(
