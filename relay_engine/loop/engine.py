@@ -247,7 +247,9 @@ class Engine:
         if not (self._dozing and not self.live and self.condition is None):
             return settings.tick_seconds
         now = self.clock()
-        due = self._last_heartbeat + settings.heartbeat_seconds - now
+        due = min(
+            self._last_heartbeat + settings.heartbeat_seconds - now, settings.heartbeat_seconds
+        )
         if self._next_look is not None:
             due = min(due, self._next_look - now)
         return max(settings.tick_seconds, due)
@@ -530,8 +532,8 @@ class Engine:
         the agents' supervisor deadlines moved on (a renewal that failed moves nothing, so
         the agents of an engine that cannot reach its database stop before their leases
         end)."""
-        if now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
-            return
+        if 0 <= now - self._last_heartbeat < self.config.engine.heartbeat_seconds:
+            return  # (a clock set back is no reason to wait the difference out)
         self._last_heartbeat = now
         lease_until = now + self.config.engine.lease_seconds
         renewed: set[str] = set()

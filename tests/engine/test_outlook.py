@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import pytest
 from helpers import (
     Workspace,
+    engine_records,
     executions,
     job_toml,
     jobs,
@@ -109,3 +110,23 @@ def test_the_outlook_is_the_first_timed_wait_still_to_come(workspace: Workspace)
         session.add(Task(key="j/u", job_id="j", task_id="u", state=TaskState.QUEUED))
     with store.read() as session:
         assert read_outlook(session, now, check_seconds=15) == Outlook(True, None)
+
+
+def test_a_clock_set_back_neither_stops_heartbeats_nor_lengthens_a_sleep(
+    sqlite_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wall clock jumps an hour back (a VM restored, a clock fixed by hand): an engine
+    that slept until its next heartbeat would sleep the hour, and one that heartbeats only
+    a heartbeat interval after the last would fall silent for it, its leases lapsing."""
+    monkeypatch.setattr(Engine, "hears_wake_ups", property(lambda self: True))
+    sqlite_workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0)
+    now = [time.time()]
+    engine = sqlite_workspace.engine(clock=lambda: now[0])
+    engine.tick()
+    assert engine._quiet and 0.9 <= engine._sleep_seconds() <= 1.0
+    now[0] -= 3600
+    assert engine._sleep_seconds() <= 1.0
+    engine.tick()
+    (record,) = engine_records(sqlite_workspace.store())
+    assert record.heartbeat_at == now[0]
+    engine.shutdown(release=True)
