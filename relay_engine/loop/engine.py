@@ -230,10 +230,10 @@ class Engine:
 
     @property
     def _dozing(self) -> bool:
-        """Whether this engine sleeps between heartbeats: when it wakes, it does the fleet's
-        housekeeping whoever's turn it is (the engines that doze wake at their own
-        heartbeats, or all at once when a timed wait ends, and one slot in a stale place
-        may be nobody's)."""
+        """Whether this engine sleeps between heartbeats. Woken, it does the fleet's
+        housekeeping whether or not the tick slot is its turn: engines asleep wake at their
+        own heartbeats, or together when a timed wait ends, in a slot that may be none of
+        theirs (a place gone stale)."""
         return self._quiet and self.hears_wake_ups
 
     def _sleep_seconds(self) -> float:
