@@ -27,10 +27,22 @@ from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from relay_engine.agents.sandbox import host_sandbox
-from relay_engine.contracts.config import KNOWN_ROLES
+from relay_engine.contracts.config import KNOWN_ROLES, load_config
+from relay_engine.core.availability import config_hash
+from relay_engine.core.states import JobState, TaskState
 from relay_engine.loop.engine import Engine
 from relay_engine.store.db import Store
-from relay_engine.store.schema import EngineRecord, Event, Execution, Job, Task
+from relay_engine.store.events import EventKind
+from relay_engine.store.schema import (
+    AgentStatus,
+    Ask,
+    EngineRecord,
+    Event,
+    Execution,
+    Job,
+    Schedule,
+    Task,
+)
 
 # Events that end a task's hold on a slot (and on its workstream).
 SLOT_RELEASES = frozenset(
@@ -374,3 +386,27 @@ def psycopg_conninfo(url: str, database: str) -> str:
     """A SQLAlchemy PostgreSQL URL as psycopg takes it, naming ``database``."""
     parsed = make_url(url).set(drivername="postgresql", database=database)
     return parsed.render_as_string(hide_password=False)
+
+
+BRACKETED = "cannot read [/usr/bin/claude] [bold]as is[/bold] [red]"
+"""Text relay did not write, as an agent or a CLI might word it: rich and Textual read
+``[...]`` as markup, and a closing tag that matches nothing raises."""
+
+
+def seed_bracketed_text(store: Store, workspace: Path) -> None:
+    """A job, task, agent status, schedule, ask and event whose words are :data:`BRACKETED`,
+    each after the field's name ("title cannot read ...")."""
+    now = time.time()
+    agent = load_config(workspace).agents[0]
+    with store.write() as session:
+        session.add(Job(id="j", title=f"title {BRACKETED}", state=JobState.ACTIVE))
+        session.add(Task(key="j/t", job_id="j", task_id="t", title=f"task {BRACKETED}",
+                         state=TaskState.FAILED, error=f"error {BRACKETED}"))  # fmt: skip
+        session.add(AgentStatus(agent_id=agent.id, provider=agent.provider, status="auth",
+                                reason=f"reason {BRACKETED}", fix=f"fix {BRACKETED}",
+                                config_hash=config_hash(agent), since=now))  # fmt: skip
+        session.add(Schedule(id="s", cron="0 3 * * *", cursor_at=now, problem=f"p {BRACKETED}"))
+        session.add(Ask(job_id="j", task_key="j/t", agent=agent.id, summary=f"ask {BRACKETED}",
+                        suggested_rule=f"rule {BRACKETED}", asked_at=now))  # fmt: skip
+        session.add(Event(at=now, job_id="j", kind=EventKind.TASK_FAILED, level="error",
+                          message=f"event {BRACKETED}"))  # fmt: skip

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from relay_engine.agents import native
@@ -54,7 +55,8 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
         style = STATUS_STYLES.get(row.status, "red")
         label = row.summary if row.enabled else "disabled"
         table.add_row(row.id, row.provider, row.account or "(default)", logins[row.id],
-                      f"[{style}]{label}[/]", row.reason or "", row.fix or "")  # fmt: skip
+                      f"[{style}]{escape(label)}[/]", escape(row.reason or ""),
+                      escape(row.fix or ""))  # fmt: skip
     console.print(table)
     return 0
 
@@ -102,21 +104,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ):
         table.add_column(column, overflow="fold")
     for row in rows:
-        verdict = "; ".join(row.problems) if row.problems else "[green]ok[/]"
+        verdict = escape("; ".join(row.problems)) if row.problems else "[green]ok[/]"
         if not row.enabled:
             verdict = f"(disabled) {verdict}"
+        facts = (row.executable, row.version, row.argv, row.login, row.sandbox, row.network)
         table.add_row(
             row.agent,
             row.provider,
             row.account or "(default)",
-            row.executable,
-            row.version,
-            row.argv,
-            row.login,
-            row.sandbox,
-            row.network,
+            *map(escape, facts),  # a CLI's own words, brackets and all
             verdict,
-            row.fix,
+            escape(row.fix),
         )
     console.print(table)
     if host.problem is None:

@@ -46,8 +46,10 @@ def cmd_engines(args: argparse.Namespace, store: Store) -> int:
 
 def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:
     table = Table(title=title, title_justify="left")
-    for column in ("engine", "host", "pid", "started", "heartbeat", "state", "running", "agents"):
-        justify: JustifyMethod = "right" if column in ("pid", "heartbeat", "running") else "left"
+    # "seen": how long ago its last heartbeat; a header as short as its values, so the
+    # table fits 80 columns with no header cut ("heartbeat" came out as "heartb…").
+    for column in ("engine", "host", "pid", "started", "seen", "state", "running", "agents"):
+        justify: JustifyMethod = "right" if column in ("pid", "seen", "running") else "left"
         table.add_column(column, justify=justify, no_wrap=column in ("engine", "started"))
     for row in rows:
         state = row.state if row.why_gone != "silent" else "gone (silent)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from rich.markup import escape
 from rich.table import Table
 
 from relay_engine.cli.output import console, open_store, print_listing
@@ -47,7 +48,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def cmd_schedules(args: argparse.Namespace, store: Store) -> int:
     with store.read() as session:
         views = read_schedules(session, time.time())
-    empty = 'no scheduled jobs: a job file\'s [job] takes schedule = "0 9 * * 1-5"'
+    empty = 'no scheduled jobs: a job file\'s \\[job] takes schedule = "0 9 * * 1-5"'
     return print_listing(args.json, views, ScheduleView.as_dict, schedules_table, empty=empty)
 
 
@@ -60,7 +61,7 @@ def schedules_table(views: list[ScheduleView]) -> Table:
         if view.last_run is not None:
             last = f"{view.last_run} ({view.last_run_state or 'gone'})"
         if view.problem:
-            last += f"\n[red]{view.problem}[/]"
+            last += f"\n[red]{escape(view.problem)}[/]"
         missed = str(view.missed)
         if view.last_missed_at is not None:
             missed += f" (last {format_time(view.last_missed_at)})"

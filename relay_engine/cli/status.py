@@ -338,7 +338,8 @@ def report_for(store: Store, job_id: str | None, engine: EngineConfig) -> dict[s
 def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
     for held in report["conditions"]:
         who = f"engine {held['engine']} (pid {held['pid']} on {held['host']})"
-        err.print(f"[yellow]{who if held['engine'] else store.where}: {held['condition']}[/]")
+        where = who if held["engine"] else store.where
+        err.print(f"[yellow]{escape(where)}: {escape(held['condition'])}[/]")
     if not report["jobs"]:
         console.print(
             "no jobs yet: [bold]relay submit JOB.toml[/] (or [bold]relay init[/] for an example)"
@@ -374,7 +375,7 @@ def print_status(store: Store, report: dict[str, list[dict[str, Any]]]) -> None:
 
 def _job_table(job: dict[str, Any], tasks: list[dict[str, Any]]) -> Table:
     table = Table(
-        title=f"{job['id']}: {job['title']} [{job['state']}]",
+        title=f"{job['id']}: {escape(job['title'])} [{job['state']}]",
         title_justify="left",
         caption=escape("\n".join(pull_lines(job))) or None,
         caption_justify="left",

@@ -17,6 +17,7 @@ def test_relay_schedules_lists_each_template_with_its_next_run(
     ws = sqlite_workspace
     empty = ws.cli("schedules")
     assert empty.returncode == 0 and "no scheduled jobs" in empty.stdout
+    assert "a job file's [job] takes schedule" in empty.stdout  # not read as markup
     path = ws.write_job(scheduled("nightly", "0 2 * * *", timezone="Europe/Berlin"), "n.toml")
     submitted = ws.cli("submit", str(path))
     assert submitted.returncode == 0, submitted.stderr
