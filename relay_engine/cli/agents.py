@@ -50,7 +50,8 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
         return 0
     table = Table(title="agents", title_justify="left")
     for column in ("agent", "provider", "account", "login", "status", "reason", "fix"):
-        table.add_column(column, overflow="fold")
+        # An agent's id whole, as its one key; the rest fold to fit (a long path, too).
+        table.add_column(column, no_wrap=column == "agent", overflow="fold")
     for row in rows:
         style = STATUS_STYLES.get(row.status, "red")
         label = row.summary if row.enabled else "disabled"
