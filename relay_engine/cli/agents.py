@@ -119,10 +119,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         )
     console.print(table)
     if host.problem is None:
-        console.print(f"sandbox: {host.detail}")
+        console.print(f"sandbox: {escape(host.detail)}")
     console.print(f"supervisor: {native.describe()}", markup=False, highlight=False)
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     if broken:
         err.print(f"[red]cannot run:[/] {', '.join(broken)}")
         return 1

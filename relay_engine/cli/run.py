@@ -67,10 +67,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     for name, target in ((CONFIG_FILE, CONFIG_FILE), ("example-job.toml", "example-job.toml")):
         path = workspace / target
         if path.exists():
-            console.print(f"[dim]kept existing {path}[/]")
+            console.print(f"[dim]kept existing {escape(str(path))}[/]")
             continue
         path.write_text((templates / name).read_text(encoding="utf-8"), encoding="utf-8")
-        console.print(f"wrote {path}")
+        console.print(f"wrote {escape(str(path))}")
     Store(args.db or default_db_url(workspace), create_empty=True)
     console.print("next: [bold]relay submit example-job.toml && relay run --until-idle[/]")
     return 0

@@ -7,6 +7,8 @@ ended the command with a trace. Every listing here reads rows holding such text.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers import BRACKETED, Workspace, seed_bracketed_text
 
@@ -31,3 +33,11 @@ def test_listings_show_bracketed_text_as_written(
     flat = " ".join(done.stdout.split())  # a table wraps long cells over lines
     for field in shown:
         assert f"{field} {BRACKETED}" in flat, flat
+
+
+def test_relay_init_names_a_bracketed_folder_as_it_is(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "[work]")
+    ws.path.mkdir()
+    done = ws.cli("init")
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {ws.path / 'relay.toml'}" in done.stdout
