@@ -11,18 +11,20 @@ from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
+from sqlalchemy.engine import make_url
 
 from relay_engine.agents import native
-from relay_engine.agents.doctor import diagnose, offline_login
+from relay_engine.agents.doctor import DoctorRow, diagnose, offline_login
 from relay_engine.agents.launch import account_vars
 from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.cli.inbox import command
 from relay_engine.cli.output import console, err, open_store
 from relay_engine.contracts.accounts import cli_of
-from relay_engine.contracts.config import AgentConfig, load_config
+from relay_engine.contracts.config import AgentConfig, RelayConfig, load_config
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
 from relay_engine.store.read_model.agents import agent_rows
+from relay_engine.store.wakes import PROBE_S, WakeChannel, wake_ups_come_back
 
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
 
@@ -81,28 +83,38 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     host = probe(os.environ.get("PATH"))
     rows = diagnose(config.agents, os.environ, Path(args.workspace).resolve(), host)
     broken = [row.agent for row in rows if row.enabled and not row.ok]
+    heard, wake_ups = _wake_ups(args.db or os.environ.get("RELAY_DB"), config)
     warnings = config.warnings() + _sandbox_warnings(host)
     warnings += [warning for row in rows for warning in row.warnings]
+    warnings += [f"wake-ups: {wake_ups}"] if heard is False else []
     if args.json:
         dumped = [{**asdict(row), "ok": row.ok} for row in rows]
         sandbox = {"works": host.problem is None, "bwrap": host.bwrap, "problem": host.problem}
         report = {"agents": dumped, "sandbox": sandbox, "supervisor": native.describe()}
+        report["wake_ups"] = {"heard": heard, "detail": wake_ups}
         print(json.dumps({**report, "warnings": warnings}, indent=2))
         return 1 if broken else 0
+    console.print(_doctor_table(rows))
+    if host.problem is None:
+        console.print(f"sandbox: {escape(host.detail)}")
+    console.print(f"supervisor: {native.describe()}", markup=False, highlight=False)
+    if heard is not False:  # else it is a warning below
+        console.print(f"wake-ups: {wake_ups}", markup=False, highlight=False)
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
+    if broken:
+        err.print(f"[red]cannot run:[/] {', '.join(broken)}")
+        return 1
+    console.print("every enabled agent can run")
+    return 0
+
+
+def _doctor_table(rows: list[DoctorRow]) -> Table:
     table = Table(title="relay doctor", title_justify="left")
     for column in (
-        "agent",
-        "provider",
-        "account",
-        "executable",
-        "version",
-        "access flags",
-        "login",
-        "sandbox",
-        "network",
-        "problem",
-        "fix",
-    ):
+        "agent", "provider", "account", "executable", "version", "access flags", "login",
+        "sandbox", "network", "problem", "fix",
+    ):  # fmt: skip
         table.add_column(column, overflow="fold")
     for row in rows:
         verdict = escape("; ".join(row.problems)) if row.problems else "[green]ok[/]"
@@ -117,17 +129,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             verdict,
             escape(row.fix),
         )
-    console.print(table)
-    if host.problem is None:
-        console.print(f"sandbox: {escape(host.detail)}")
-    console.print(f"supervisor: {native.describe()}", markup=False, highlight=False)
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}")
-    if broken:
-        err.print(f"[red]cannot run:[/] {', '.join(broken)}")
-        return 1
-    console.print("every enabled agent can run")
-    return 0
+    return table
+
+
+def _wake_ups(url: str | None, config: RelayConfig) -> tuple[bool | None, str]:
+    """Whether engines on this database will hear each other's callers at once (None: not
+    asked of a server), in words. On PostgreSQL it is asked as an engine asks: a probe of
+    its own, sent and listened for, which a pooler in transaction mode never delivers."""
+    if not config.engine.wake_ups:
+        return (
+            None,
+            f"off ([engine] wake_ups = false): engines tick every {config.engine.tick_seconds:g} s",
+        )
+    if url is None or not url.startswith("postgresql"):
+        return None, "a file beside the SQLite database, watched by each engine"
+    import psycopg  # only with the postgres extra
+
+    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        heard = wake_ups_come_back(WakeChannel.of(url, None).conninfo or url)
+    except psycopg.Error as error:
+        return None, f"not checked: {shown}: {str(error).strip().splitlines()[0]}"
+    if heard:
+        return True, f"heard: LISTEN/NOTIFY reach engines on {shown}"
+    return False, (
+        f"a probe sent on {shown} did not come back within {PROBE_S:g} s (a pooler in "
+        "transaction mode?): engines will tick every tick_seconds; set [engine] wake_ups = false"
+    )
 
 
 def _sandbox_warnings(host: HostSandbox) -> list[str]:

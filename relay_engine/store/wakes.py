@@ -200,4 +200,27 @@ class WakeListener:
                 quiet_since = now
 
     def _probe(self, connection: Any, probe: str) -> None:
-        connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, probe))
+        send_probe(connection, probe)
+
+
+def send_probe(connection: Any, probe: str) -> None:
+    """A wake-up only its sender looks for (engines wake for an empty payload alone)."""
+    connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, probe))
+
+
+def wake_ups_come_back(conninfo: str, within: float = PROBE_S) -> bool:
+    """Whether a wake-up sent on this server reaches a listener, as an engine's would:
+    LISTEN, a probe of its own, and up to ``within`` seconds for it. False behind a pooler
+    in transaction mode (LISTEN accepted, nothing delivered after it). Connection failures
+    raise (``psycopg.Error``)."""
+    import psycopg  # only with the postgres extra
+
+    probe = uuid.uuid4().hex
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
+        connection.execute(f"LISTEN {CHANNEL}")
+        send_probe(connection, probe)
+        deadline = time.monotonic() + within
+        while (left := deadline - time.monotonic()) > 0:
+            if any(n.payload == probe for n in connection.notifies(timeout=left, stop_after=1)):
+                return True
+    return False

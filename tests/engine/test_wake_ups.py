@@ -184,3 +184,28 @@ def _said_in_table(workspace: Workspace, words: str) -> str | None:
     result = workspace.cli("engines")
     assert result.returncode == 0, result.stderr
     return result.stdout if words in " ".join(result.stdout.split()) else None
+
+
+@pytest.mark.postgres
+def test_relay_doctor_says_whether_wake_ups_come_back(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Asked before any engine runs: a probe sent and listened for, as an engine does, so a
+    pooler in transaction mode is caught by `relay doctor` rather than in an engine's log."""
+    workspace = Workspace(tmp_path / "ws", pg_url)
+    workspace.path.mkdir()
+    workspace.configure()
+    done = workspace.cli("doctor", "--json")
+    assert json.loads(done.stdout)["wake_ups"]["heard"] is True, done.stdout
+    assert "wake-ups: heard" in workspace.cli("doctor").stdout
+
+    def lost(connection: Any, probe: str) -> None:  # what a pooler in transaction mode does
+        connection.execute("SELECT pg_notify('nobody_listens', %s)", (probe,))
+
+    monkeypatch.setattr(wakes, "send_probe", lost)
+    from relay_engine.cli.main import main
+
+    assert main(["--workspace", str(workspace.path), "--db", pg_url, "doctor"]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "warning: wake-ups: a probe sent on postgresql://" in said
+    assert "set [engine] wake_ups = false" in said
