@@ -25,6 +25,7 @@ from textual.theme import ThemeProvider
 from textual.widget import AwaitMount, MountError
 
 from relay_engine.contracts.config import RelayConfig, load_config
+from relay_engine.contracts.time_format import limit_words
 from relay_engine.core.states import TERMINAL_JOB_STATES, JobState, TaskState
 from relay_engine.ops.commands import OperatorCommand, enqueue
 from relay_engine.store.db import Store
@@ -44,7 +45,6 @@ from relay_tui.data.snapshot import CommandView, Snapshot
 from relay_tui.engine_thread import EngineThread
 from relay_tui.messages import CommandQueued, CursorMoved, EngineStopped, FeedFailed, SnapshotLoaded
 from relay_tui.render.header import fleet_line, plural, status_line
-from relay_tui.render.limits import limit_words
 from relay_tui.render.styles import theme_styles
 from relay_tui.render.words import english
 from relay_tui.screens.bindings import binding_groups

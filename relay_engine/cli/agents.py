@@ -21,6 +21,7 @@ from relay_engine.cli.inbox import command
 from relay_engine.cli.output import console, err, open_store
 from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig, RelayConfig, load_config
+from relay_engine.contracts.time_format import limit_words
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
 from relay_engine.store.read_model.agents import agent_rows
@@ -45,7 +46,8 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
     workspace = Path(args.workspace).resolve()
     config = load_config(workspace)
     with store.read() as session:
-        rows = agent_rows(session, time.time(), config.agents, config=config)
+        now = time.time()
+        rows = agent_rows(session, now, config.agents, config=config)
     logins = {row.id: _login(config.agent(row.id), row.status, workspace) for row in rows}
     if args.json:
         print(json.dumps([{**row.as_dict(), "login": logins[row.id]} for row in rows], indent=2))
@@ -58,7 +60,7 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
         style = STATUS_STYLES.get(row.status, "red")
         label = row.summary if row.enabled else "disabled"
         table.add_row(row.id, row.provider, row.account or "(default)", logins[row.id],
-                      f"[{style}]{escape(label)}[/]", escape(row.reason or ""),
+                      f"[{style}]{escape(label)}[/]", escape(limit_words(row.reason, now)),
                       escape(row.fix or ""))  # fmt: skip
     console.print(table)
     return 0

@@ -24,6 +24,7 @@ from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.cli.status import print_status, report_for
 from relay_engine.contracts.config import CONFIG_FILE, RelayConfig, load_config
 from relay_engine.contracts.job_file import JobSpec, load_job_file
+from relay_engine.contracts.time_format import limit_words
 from relay_engine.core.faults import DatabaseBusy
 from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
@@ -270,7 +271,7 @@ def _print_event(event: Event) -> None:
     line.append(
         f"{event.kind:<18} ", style={"error": "red", "warning": "yellow"}.get(event.level, "")
     )
-    line.append(event.message)
+    line.append(limit_words(event.message, time.time()))
     console.print(line)
 
 

@@ -30,7 +30,7 @@ from relay_engine.cli.asks import ask_json, asks_table
 from relay_engine.cli.output import console, err, open_store, workspace_of
 from relay_engine.contracts.config import EngineConfig, load_config
 from relay_engine.contracts.review import finding_lines
-from relay_engine.contracts.time_format import format_time
+from relay_engine.contracts.time_format import format_time, limit_words
 from relay_engine.core.waits import Wait
 from relay_engine.loop.health import low_space
 from relay_engine.ops.notes import read_notes
@@ -408,7 +408,7 @@ def task_note(task: dict[str, Any]) -> str:
         return f"blocked by {task['blocked_by']}"
     if task["waiting_on_provider"]:
         return f"waiting on {task['waiting_on_provider']}"
-    return task["error"] or task["result"] or ""
+    return limit_words(task["error"], time.time()) or task["result"] or ""
 
 
 def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
@@ -421,7 +421,7 @@ def execution_lines(tasks: list[dict[str, Any]]) -> list[str]:
                 code = f" (exit {run['exit_code']})" if run["exit_code"] not in (None, 0) else ""
                 lines.append(
                     f"run {run['id'][:8]} try {run['attempt']} on {run['agent'] or 'no agent'}: "
-                    f"{run['outcome'] or 'running'}{code} {run['error'] or ''}".rstrip()
+                    f"{run['outcome'] or 'running'}{code} {limit_words(run['error'])}".rstrip()
                 )
                 lines.append(f"  artifacts: {run['artifact_dir'] or 'none'}")
                 if sandbox := run.get("sandbox"):

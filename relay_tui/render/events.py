@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from relay_engine.contracts.time_format import limit_words
 from relay_tui.data.snapshot import EventView
-from relay_tui.render.limits import limit_words
 from relay_tui.render.styles import clip, clock_time
 from relay_tui.render.words import english
 

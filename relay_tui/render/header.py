@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from relay_engine.contracts.time_format import duration
 from relay_engine.core.states import TaskState
 from relay_tui.data.snapshot import Snapshot
 from relay_tui.render.spend import money
-from relay_tui.render.styles import clock_time, duration, short_duration
+from relay_tui.render.styles import clock_time, short_duration
 
 SEPARATOR = " · "
 

@@ -76,17 +76,6 @@ def clock_time(at: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}:{secs:02d}"
-
-
 def short_duration(seconds: float | None) -> str:
     """``40s``, ``12m``, ``2h05``, ``3d``: a countdown or an age in at most five cells."""
     if seconds is None:

@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.coordinate import Coordinate
 
+from relay_engine.contracts.time_format import limit_words
 from relay_engine.core.states import DONE_JOB_STATES, JobState, PullState, TaskState
 from relay_engine.store.read_model.jobs import JobView
 from relay_engine.store.read_model.spend import NO_SPEND, SpendView
 from relay_engine.store.read_model.tasks import TaskView
 from relay_tui.data.snapshot import Snapshot, WaveView
-from relay_tui.render.limits import limit_words
 from relay_tui.render.spend import budget_words, money, spend_line, spend_text
 from relay_tui.render.styles import clip, clock_time, glyph, styled
 from relay_tui.render.task_facts import held_line

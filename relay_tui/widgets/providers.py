@@ -10,12 +10,12 @@ from typing import ClassVar
 
 from rich.text import Text
 
+from relay_engine.contracts.time_format import duration, limit_words, reset_words
 from relay_engine.core.states import TaskState
 from relay_engine.store.read_model.agents import AgentRow
 from relay_engine.store.read_model.providers import QuotaView
 from relay_tui.data.snapshot import Snapshot
-from relay_tui.render.limits import limit_words, reset_words
-from relay_tui.render.styles import bar, clock_time, duration, short_duration, styled
+from relay_tui.render.styles import bar, clock_time, short_duration, styled
 from relay_tui.widgets.live_table import LiveTable, Row
 
 AGENT_ROW = "agent:"

@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 
+from relay_engine.contracts.time_format import duration, limit_words
 from relay_engine.store.read_model.executions import ExecutionView
 from relay_tui.data.progress import RunProgress
 from relay_tui.data.snapshot import Snapshot
-from relay_tui.render.limits import limit_words
 from relay_tui.render.spend import money, tokens_text
-from relay_tui.render.styles import clip, duration, short_duration
+from relay_tui.render.styles import clip, short_duration
 from relay_tui.widgets.live_table import NOTE_CHARS, Row, SortableTable
 
 IDLE_WARN_S = 120.0

@@ -19,13 +19,13 @@ from console_helpers import (
 from textual.widgets import Static
 
 from relay_engine.contracts.config import RelayConfig, default_config
+from relay_engine.contracts.time_format import limit_words
 from relay_engine.store.db import Store
 from relay_engine.store.read_model.jobs import BudgetView, JobView
 from relay_engine.store.read_model.spend import NO_SPEND, SpendView
 from relay_engine.store.schema import AgentRecord, AgentStatus, Event, Execution, Job, Plan, Task
 from relay_tui.app import RelayApp
 from relay_tui.demo.sample import NOW, frozen_clock, write_sample
-from relay_tui.render.limits import limit_words
 from relay_tui.render.spend import budget_words, money
 from relay_tui.render.words import english
 from relay_tui.screens.budget import parse_dollars
