@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.engine import make_url
@@ -18,13 +19,13 @@ from relay_engine.agents.doctor import DoctorRow, diagnose, offline_login
 from relay_engine.agents.launch import account_vars
 from relay_engine.agents.sandbox import HostSandbox, probe
 from relay_engine.cli.inbox import command
-from relay_engine.cli.output import console, err, open_store
+from relay_engine.cli.output import console, err, open_store, table_or_records
 from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig, RelayConfig, load_config
 from relay_engine.contracts.time_format import limit_words
 from relay_engine.ops.commands import ResetAgent
 from relay_engine.store.db import Store
-from relay_engine.store.read_model.agents import agent_rows
+from relay_engine.store.read_model.agents import AgentRow, agent_rows
 from relay_engine.store.wakes import PROBE_S, WakeChannel, wake_ups_come_back
 
 STATUS_STYLES = {"ready": "green", "unreachable": "yellow", "limited": "yellow", "quota": "yellow"}
@@ -52,18 +53,26 @@ def cmd_agents(args: argparse.Namespace, store: Store) -> int:
     if args.json:
         print(json.dumps([{**row.as_dict(), "login": logins[row.id]} for row in rows], indent=2))
         return 0
+    console.print(_agents_table(rows, logins, now))
+    return 0
+
+
+def _agents_table(rows: list[AgentRow], logins: dict[str, str], now: float) -> RenderableType:
     table = Table(title="agents", title_justify="left")
     for column in ("agent", "provider", "account", "login", "status", "reason", "fix"):
         # An agent's id whole, as its one key; the rest fold to fit (a long path, too).
         table.add_column(column, no_wrap=column == "agent", overflow="fold")
+    records = []
     for row in rows:
         style = STATUS_STYLES.get(row.status, "red")
-        label = row.summary if row.enabled else "disabled"
-        table.add_row(row.id, row.provider, row.account or "(default)", logins[row.id],
-                      f"[{style}]{escape(label)}[/]", escape(limit_words(row.reason, now)),
-                      escape(row.fix or ""))  # fmt: skip
-    console.print(table)
-    return 0
+        status = f"[{style}]{escape(row.summary if row.enabled else 'disabled')}[/]"
+        reason, fix = escape(limit_words(row.reason, now)), escape(row.fix or "")
+        account = row.account or "(default)"
+        table.add_row(row.id, row.provider, account, logins[row.id], status, reason, fix)
+        fields = [("account", account), ("login", logins[row.id])]
+        fields += [("reason", reason)] * bool(reason) + [("fix", fix)] * bool(fix)
+        records.append((f"[bold]{row.id}[/] ({row.provider}): {status}", fields))
+    return table_or_records(table, records, wide=120)
 
 
 def _login(agent: AgentConfig | None, status: str, workspace: Path) -> str:
@@ -96,7 +105,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report["wake_ups"] = {"heard": heard, "detail": wake_ups}
         print(json.dumps({**report, "warnings": warnings}, indent=2))
         return 1 if broken else 0
-    console.print(_doctor_table(rows))
+    console.print(_doctor_table(rows))  # or one block per agent, in a narrow terminal
     if host.problem is None:
         console.print(f"sandbox: {escape(host.detail)}")
     console.print(f"supervisor: {native.describe()}", markup=False, highlight=False)
@@ -111,27 +120,26 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _doctor_table(rows: list[DoctorRow]) -> Table:
+DOCTOR_FACTS = ("executable", "version", "access flags", "login", "sandbox", "network")
+
+
+def _doctor_table(rows: list[DoctorRow]) -> RenderableType:
     table = Table(title="relay doctor", title_justify="left")
-    for column in (
-        "agent", "provider", "account", "executable", "version", "access flags", "login",
-        "sandbox", "network", "problem", "fix",
-    ):  # fmt: skip
+    for column in ("agent", "provider", "account", *DOCTOR_FACTS, "problem", "fix"):
         table.add_column(column, overflow="fold")
+    records = []
     for row in rows:
         verdict = escape("; ".join(row.problems)) if row.problems else "[green]ok[/]"
         if not row.enabled:
             verdict = f"(disabled) {verdict}"
         facts = (row.executable, row.version, row.argv, row.login, row.sandbox, row.network)
-        table.add_row(
-            row.agent,
-            row.provider,
-            row.account or "(default)",
-            *map(escape, facts),  # a CLI's own words, brackets and all
-            verdict,
-            escape(row.fix),
-        )
-    return table
+        shown = [escape(fact) for fact in facts]  # a CLI's own words, brackets and all
+        account = row.account or "(default)"
+        table.add_row(row.agent, row.provider, account, *shown, verdict, escape(row.fix))
+        fields = [("account", account), *zip(DOCTOR_FACTS, shown, strict=True)]
+        fields += [("fix", escape(row.fix))] if row.fix else []
+        records.append((f"[bold]{row.agent}[/] ({row.provider}): {verdict}", fields))
+    return table_or_records(table, records, wide=160)
 
 
 def _wake_ups(url: str | None, config: RelayConfig) -> tuple[bool | None, str]:

@@ -9,9 +9,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.contracts.config import RelayConfig
@@ -22,6 +24,26 @@ console = Console()
 err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
 
 Row = TypeVar("Row")
+Field = tuple[str, str]  # a label and its value, markup escaped where it is not relay's
+
+
+def table_or_records(
+    table: Table, records: list[tuple[str, list[Field]]], *, wide: int
+) -> RenderableType:
+    """``table`` when the terminal has ``wide`` columns for it, else one block per row: its
+    heading, then a label and value per line. Eleven columns folded into 80 left four
+    letters a cell ("acce ss flag s"), a table nobody could read."""
+    if console.width >= wide:
+        return table
+    blocks: list[RenderableType] = [Text.from_markup(f"[bold]{table.title}[/]")]
+    for heading, fields in records:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="dim", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for label, value in fields:
+            grid.add_row(label, value)
+        blocks += [Text.from_markup(heading), Padding(grid, (0, 0, 0, 2))]
+    return Group(*blocks)
 
 
 def workspace_of(args: argparse.Namespace) -> Path:
