@@ -70,7 +70,7 @@ def _agents_table(rows: list[AgentRow], logins: dict[str, str], now: float) -> R
         account = row.account or "(default)"
         table.add_row(row.id, row.provider, account, logins[row.id], status, reason, fix)
         fields = [("account", account), ("login", logins[row.id])]
-        fields += [("reason", reason)] * bool(reason) + [("fix", fix)] * bool(fix)
+        fields += [(label, text) for label, text in (("reason", reason), ("fix", fix)) if text]
         records.append((f"[bold]{row.id}[/] ({row.provider}): {status}", fields))
     return table_or_records(table, records, wide=120)
 

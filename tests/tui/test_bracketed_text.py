@@ -9,12 +9,20 @@ import html
 import re
 from pathlib import Path
 
-from console_helpers import attached_app, opened, run_async, wait_loaded, wait_until
+from console_helpers import (
+    attached_app,
+    open_row,
+    opened,
+    run_async,
+    wait_loaded,
+    wait_until,
+)
 from helpers import BRACKETED, Workspace, seed_bracketed_text
 
 from relay_tui.app import RelayApp
 from relay_tui.screens.ask import AskScreen
 from relay_tui.screens.detail import DetailScreen
+from relay_tui.screens.job import JobScreen
 
 
 def drawn(app: RelayApp) -> str:
@@ -47,4 +55,8 @@ async def test_every_pane_and_screen_shows_bracketed_text_as_written(tmp_path: P
         assert f"ask {BRACKETED}" in ask and f"rule {BRACKETED}" in ask
         await pilot.press("escape", "3")
         assert f"fix {BRACKETED}" in drawn(app)
+        await pilot.press("1")
+        await open_row(pilot, "job:j", JobScreen)
+        await pilot.pause(0.2)
+        assert f"title {BRACKETED}" in drawn(app)
         assert app.is_running
