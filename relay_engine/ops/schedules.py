@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 from sqlmodel import Session, col, select, update
+from sqlmodel.sql.expression import SelectOfScalar
 
 from relay_engine.contracts.config import EngineConfig
 from relay_engine.contracts.job_file import (
@@ -81,9 +82,9 @@ def submit_schedule(store: Store, spec: JobSpec, *, now: float) -> SubmitOutcome
 
 def start_due_runs(store: Store, now: float, engine: EngineConfig | None = None) -> bool:
     """Every running template's due slot becomes a run; True when any template moved on."""
-    running = select(Schedule).where(col(Schedule.paused_at).is_(None))
     with store.read() as session:
-        templates = [(row.id, stored_rule(row), row.cursor_at) for row in session.exec(running)]
+        running = session.exec(_running())
+        templates = [(row.id, stored_rule(row), row.cursor_at) for row in running]
     changed = False
     for template, rule, cursor in templates:
         decision = decide_slots(rule, cursor, now)
@@ -95,8 +96,7 @@ def start_due_runs(store: Store, now: float, engine: EngineConfig | None = None)
 def next_slots(session: Session) -> list[float]:
     """When each running template's next slot comes: an engine that sleeps while its fleet
     only waits wakes for the first (:mod:`~relay_engine.loop.outlook`)."""
-    running = session.exec(select(Schedule).where(col(Schedule.paused_at).is_(None)))
-    return [next_slot(stored_rule(row), row.cursor_at).at for row in running]
+    return [next_slot(stored_rule(row), row.cursor_at).at for row in session.exec(_running())]
 
 
 def pause_schedule(store: Store, template: str, now: float) -> str:
@@ -144,6 +144,11 @@ def _template(session: Session, template: str) -> Schedule:
         known = ", ".join(session.exec(select(Schedule.id).order_by(col(Schedule.id)))) or "none"
         raise Refused(f"no scheduled job {template!r} (scheduled jobs: {known})")
     return found
+
+
+def _running() -> SelectOfScalar[Schedule]:
+    """The templates that start runs: every one not paused."""
+    return select(Schedule).where(col(Schedule.paused_at).is_(None))
 
 
 def stored_rule(row: Schedule) -> ScheduleRule:

@@ -176,7 +176,7 @@ class WakeListener:
         (pgbouncer) LISTEN is accepted and nothing sent after it arrives, and an engine
         that trusted it would sleep through every submit."""
         probe = uuid.uuid4().hex
-        self._probe(connection, probe)
+        send_probe(connection, probe)
         sent = quiet_since = time.monotonic()
         while not self.stop.is_set():
             heard = False
@@ -198,9 +198,6 @@ class WakeListener:
             elif now - quiet_since > SILENCE_CHECK_S:
                 connection.execute("SELECT 1")
                 quiet_since = now
-
-    def _probe(self, connection: Any, probe: str) -> None:
-        send_probe(connection, probe)
 
 
 def send_probe(connection: Any, probe: str) -> None:

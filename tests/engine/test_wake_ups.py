@@ -29,10 +29,15 @@ from sqlalchemy.engine import make_url
 
 from relay_engine.cli.engines import NOT_HEARD_NOTE
 from relay_engine.store import wakes
-from relay_engine.store.wakes import LISTENER_NAME, WakeListener
+from relay_engine.store.wakes import LISTENER_NAME
 
 SLOW = {"tick": 60.0, "heartbeat": 30.0, "lease": 200.0}
 """A minute between full ticks, half a minute between heartbeats: only a wake-up is quick."""
+
+
+def lost_probe(connection: Any, probe: str) -> None:
+    """What a pooler in transaction mode does to a probe: it never reaches the listener."""
+    connection.execute("SELECT pg_notify('nobody_listens', %s)", (probe,))
 
 
 def test_a_submit_from_the_cli_starts_at_once_on_an_engine_that_ticks_each_minute(
@@ -154,10 +159,7 @@ def test_an_engine_whose_wake_ups_do_not_come_back_keeps_its_tick_interval(
     arrives. The engine's probe never comes back: it says so, does not count on wake-ups,
     and keeps ticking at its interval, so a submit still starts a tick later."""
 
-    def lost(self: WakeListener, connection: Any, probe: str) -> None:
-        connection.execute("SELECT pg_notify('nobody_listens', %s)", (probe,))
-
-    monkeypatch.setattr(WakeListener, "_probe", lost)
+    monkeypatch.setattr(wakes, "send_probe", lost_probe)
     monkeypatch.setattr(wakes, "PROBE_S", 1.0)
     workspace = Workspace(tmp_path / "ws", pg_url)
     workspace.path.mkdir()
@@ -199,10 +201,7 @@ def test_relay_doctor_says_whether_wake_ups_come_back(
     assert json.loads(done.stdout)["wake_ups"]["heard"] is True, done.stdout
     assert "wake-ups: heard" in workspace.cli("doctor").stdout
 
-    def lost(connection: Any, probe: str) -> None:  # what a pooler in transaction mode does
-        connection.execute("SELECT pg_notify('nobody_listens', %s)", (probe,))
-
-    monkeypatch.setattr(wakes, "send_probe", lost)
+    monkeypatch.setattr(wakes, "send_probe", lost_probe)
     from relay_engine.cli.main import main
 
     assert main(["--workspace", str(workspace.path), "--db", pg_url, "doctor"]) == 0
