@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 from relay_tui.app import RelayApp
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.job import JobScreen
+from relay_tui.screens.usage import UsageScreen
 
 SIZES = [(80, 24), (120, 36), (160, 48)]
 Steps = Callable[[Pilot[None]], Awaitable[None]]
@@ -42,7 +43,7 @@ async def settled_screen(pilot: Pilot[None]) -> None:
     if isinstance(screen, DetailScreen):
         await wait_until(pilot, lambda: screen.loaded.is_set() and screen.tail_ready.is_set())
         await wait_until(pilot, screen.diff_ready.is_set)
-    if isinstance(screen, JobScreen):
+    if isinstance(screen, (JobScreen, UsageScreen)):  # both read in a worker
         await wait_until(pilot, screen.loaded.is_set)
     await settle(pilot)
 
