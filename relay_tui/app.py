@@ -151,6 +151,21 @@ class RelayApp(
     def _post_engine_stop(self, error: str | None) -> None:
         self.post_message(EngineStopped(error))
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Plain text unless a caller asks for markup: a toast quotes a task's error, a
+        planner's rejection or a command's refusal, and Textual read ``[/usr/bin/x]`` in
+        them as a closing tag: the toast was never shown. Widgets' ``notify`` pass their
+        own ``markup=True``; relay's screens say only fixed words in theirs."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
         svg = super().export_screenshot(title=title, simplify=simplify)
         # Without it rsvg drops each span's leading space ("✔schema", "running· try 1/3").

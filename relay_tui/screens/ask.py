@@ -45,8 +45,8 @@ class AskScreen(Dialog[Answer]):
     def compose(self) -> ComposeResult:
         ask = self.ask
         with Vertical(classes="dialog ask") as box:
-            box.border_title = f"ask {ask.id} · {ask.agent} on {ask.task_key or ask.job_id}"
-            box.border_subtitle = asked_words(ask)
+            box.border_title = Text(f"ask {ask.id} · {ask.agent} on {ask.task_key or ask.job_id}")
+            box.border_subtitle = Text(asked_words(ask))
             if ask.kind == "question":
                 yield Static(Text(question_text(ask), style="bold"), classes="question")
             else:
@@ -128,7 +128,7 @@ class ScopeScreen(Dialog[str]):
     def compose(self) -> ComposeResult:
         ask = self.ask
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Allow always: {ask.summary}"
+            box.border_title = Text(f"Allow always: {ask.summary}")
             yield Label(Text("Allow now, and from now on without asking (enter picks):"))
             options = [
                 Option(Text.assemble((label, "bold"), "\n  ", (adds, "dim")), id=scope)

@@ -50,7 +50,7 @@ class BudgetScreen(Dialog[float]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Raise the budget of {self.job_id}"
+            box.border_title = Text(f"Raise the budget of {self.job_id}")
             yield Static(Text(self.standing or "No budget yet: this sets one."), classes="question")
             yield Label("Dollars to add (enter adds, escape cancels):")
             yield Input(placeholder="e.g. 5", id="dollars")
@@ -70,7 +70,7 @@ class BudgetScreen(Dialog[float]):
     def _send(self) -> None:
         amount = parse_dollars(self.query_one("#dollars", Input).value)
         if isinstance(amount, str):
-            self.query_one("#dollars-error", Static).update(amount)
+            self.query_one("#dollars-error", Static).update(Text(amount))  # quotes what was typed
             return
         self.answer(amount)
 

@@ -270,9 +270,9 @@ class DetailScreen(ClosesOnce, Screen[None]):
         self.set_class(bool(self.query_text), "-searched")
         if self.query_text:
             noun = "line" if matched == 1 else "lines"
-            log.border_title = f"⧩ search: {self.query_text} · {matched} {noun} · esc clears"
+            log.border_title = Text(f"⧩ search: {self.query_text} · {matched} {noun} · esc clears")
         else:
-            log.border_title = self._run_label
+            log.border_title = Text(self._run_label)
 
     def action_toggle_raw(self) -> None:
         self.raw = not self.raw

@@ -253,7 +253,7 @@ class MainScreen(Screen[None]):
     def _set_titles(self) -> None:
         """Each pane's number and name, and what filters what it shows (the filter chip)."""
         for number, (name, title) in enumerate(PANES, start=1):
-            self.query_one(f"#{name}-pane").border_title = f"{number} {title}"
+            self.query_one(f"#{name}-pane").border_title = Text(f"{number} {title}")
         jobs = self.query_one("#jobs-pane")
         chips = []
         if self.task_query:
@@ -261,13 +261,13 @@ class MainScreen(Screen[None]):
         if not self.query_one(JobsTable).fold_done:
             chips.append("finished jobs unfolded (f)")
         if chips:
-            jobs.border_title = f"1 Jobs & tasks ─ {' ─ '.join(chips)}"
+            jobs.border_title = Text(f"1 Jobs & tasks ─ {' ─ '.join(chips)}")
         events = self.query_one(EventList)
         chips = [] if events.level == "all" else [f"≥ {events.level}s (l)"]
         if events.query_text:
             chips.append(f"⧩ {events.query_text} · esc clears")
         if chips:
-            self.query_one("#events-pane").border_title = f"5 Events ─ {' ─ '.join(chips)}"
+            self.query_one("#events-pane").border_title = Text(f"5 Events ─ {' ─ '.join(chips)}")
 
     @on(FiltersChanged)
     def _filters_changed(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,10 +22,11 @@ CANNOT_WORK = frozenset({"auth", "cli-missing", "cli-rejected", "unreachable"})
 """Agents listed but not offered: a pin to one would park the work."""
 
 
-def agent_label(agent: AgentRow, provider: ProviderView | None, running: int = 0) -> str:
+def agent_label(agent: AgentRow, provider: ProviderView | None, running: int = 0) -> Text:
     """The agent, whether it can work (its own state first: not logged in, CLI missing;
     then its provider's limit), and how many runs it has now (its own, not its
-    provider's: two agents of one provider are told apart here)."""
+    provider's: two agents of one provider are told apart here). Text, not a string: an
+    option's string is read as markup, and the fix is the CLI's own words."""
     if agent.status != "ready":
         state = agent.summary + (
             f" — {agent.fix}" if agent.fix and agent.status in CANNOT_WORK else ""
@@ -34,7 +36,7 @@ def agent_label(agent: AgentRow, provider: ProviderView | None, running: int = 0
     else:
         state = f"{agent.provider} ok"
     busy = f", {running} running" if running else ""
-    return f"{agent.id}  ·  {state}{busy}"
+    return Text(f"{agent.id}  ·  {state}{busy}")
 
 
 class PinScreen(Dialog[str]):
@@ -56,7 +58,7 @@ class PinScreen(Dialog[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Pin an agent to {self.target}"
+            box.border_title = Text(f"Pin an agent to {self.target}")
             if self.agents:
                 yield Label("Eligible agents (enter pins, escape cancels):")
                 options = [

@@ -30,7 +30,7 @@ class ReplanScreen(Dialog[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Replan {self.job_id}"
+            box.border_title = Text(f"Replan {self.job_id}")
             yield Static(replan_consequences(self.job_id, self.superseded, self.manual))
             yield Label("Guidance for the planner (enter replans, escape cancels):")
             yield Input(placeholder="e.g. split the API work; skip the docs", id="guidance")

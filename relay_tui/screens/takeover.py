@@ -29,7 +29,7 @@ class TakeOverScreen(Dialog[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide") as box:
-            box.border_title = f"{self.key} is yours"
+            box.border_title = Text(f"{self.key} is yours")
             box.border_subtitle = "escape closes"
             yield Static(
                 Text(f"No window opened ({self.why}). Run this in a shell to work on it:"),
@@ -66,7 +66,7 @@ class HandBackScreen(Dialog[tuple[str, ...]]):
         task = self.held
         since = f" since {clock_time(task.held_at)[:5]}" if task.held_at else ""
         with Vertical(classes="dialog") as box:
-            box.border_title = f"Hand back {task.key}"
+            box.border_title = Text(f"Hand back {task.key}")
             yield Static(
                 Text(f"Held by {task.held_by or 'an operator'}{since}. How does it go on?"),
                 classes="question",

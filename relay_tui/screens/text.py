@@ -41,7 +41,7 @@ class TextScreen(Dialog[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog") as box:
-            box.border_title = self.title_text
+            box.border_title = Text(self.title_text)
             yield Label(Text(self.question))
             yield Input(placeholder=self.placeholder, id="words")
             yield Static("", id="words-error", classes="error")

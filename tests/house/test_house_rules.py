@@ -119,3 +119,40 @@ def test_no_function_is_too_long() -> None:
             + "\n  ".join(stale)
         )
     assert not problems, "\n".join(problems)
+
+
+MARKUP_READERS = frozenset({"Static", "Label", "Option", "update"})
+"""Textual calls that read a plain string as markup (as does setting a border title)."""
+
+
+def _markup_risks(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                name = getattr(target, "attr", "")
+                if name in ("border_title", "border_subtitle") and not _plain(node.value):
+                    yield node.lineno, f"{name} = a string that is not Text(...)"
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.JoinedStr):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in MARKUP_READERS:
+                yield node.lineno, f"{name}(f-string)"
+
+
+def _plain(value: ast.expr) -> bool:
+    """A fixed string, None, or text wrapped in ``Text`` (never read as markup)."""
+    if isinstance(value, ast.Constant):
+        return True
+    return isinstance(value, ast.Call) and getattr(value.func, "id", "") == "Text"
+
+
+def test_the_console_never_reads_built_strings_as_markup() -> None:
+    """A border title, ``Static``, ``Label``, ``Option`` or ``update`` given a string reads
+    it as markup: a task's error, an agent's ask, a CLI's fix or a filter the operator
+    typed, holding ``[/usr/bin/x]``, ended the console. Built text goes in ``Text``."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((ROOT / "relay_tui").rglob("*.py"))
+        for line, what in _markup_risks(ast.parse(path.read_text(), str(path)))
+    ]
+    assert not offenders, "wrap built strings in rich.text.Text:\n  " + "\n  ".join(offenders)

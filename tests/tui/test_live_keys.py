@@ -156,7 +156,7 @@ async def test_keys_act_on_the_focused_cursor_row_while_rows_churn(tmp_path: Pat
     app = live_app(workspace)
     rng = random.Random(SEED)
     opened_in: dict[str, int] = {}
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await wait_until(pilot, lambda: app.snapshot is not None and bool(app.snapshot.runs))
         for number in range(45):
             opened, pane = await one_round(pilot, app, rng, PANE_KEYS[number % len(PANE_KEYS)])
@@ -174,7 +174,7 @@ async def test_a_row_appearing_in_another_pane_does_not_become_the_target(tmp_pa
     workspace = live_workspace(tmp_path)
     submit(workspace, "first", [{"id": "done", "input": "x", "sim": {"duration": 0.1, "lines": 1}}])
     app = live_app(workspace)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await wait_until(
             pilot,
             lambda: (
@@ -215,7 +215,7 @@ async def test_double_enter_in_every_dialog_sends_once_and_never_crashes(tmp_pat
     ]
     submit(workspace, "dd", tasks, wave_gate="operator")
     app = live_app(workspace)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await wait_until(
             pilot, lambda: bool(app.snapshot and len(app.snapshot.runs) == 2), timeout=30
         )
@@ -265,7 +265,7 @@ async def test_retry_unblocks_dependents_on_screen_within_one_refresh(tmp_path: 
     ]
     submit(workspace, "rb", tasks)
     app = live_app(workspace)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
 
         def blocked(key: str) -> bool:
             task = app.snapshot.tasks.get(key) if app.snapshot else None
@@ -298,7 +298,7 @@ async def test_detail_follows_a_500_line_output_to_its_end(tmp_path: Path) -> No
     task = {"id": "long", "input": "x", "agent": "codex-b", "sim": {"duration": 4.0, "lines": 500}}
     submit(workspace, "out", [task])
     app = live_app(workspace)
-    async with app.run_test(size=(120, 36)) as pilot:
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
         await cursor_to(pilot, "out/long")
         await wait_until(
             pilot, lambda: app.snapshot.tasks["out/long"].state == "RUNNING", timeout=30
