@@ -19,6 +19,7 @@ from textual.app import App, ScreenStackError
 from textual.binding import Binding
 from textual.command import CommandListItem, SimpleProvider
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.theme import ThemeProvider
@@ -46,6 +47,7 @@ from relay_tui.engine_thread import EngineThread
 from relay_tui.messages import CommandQueued, CursorMoved, EngineStopped, FeedFailed, SnapshotLoaded
 from relay_tui.render.header import fleet_line, plural, status_line
 from relay_tui.render.styles import theme_styles
+from relay_tui.render.terminal import ControlCharacters
 from relay_tui.render.words import english
 from relay_tui.screens.bindings import binding_groups
 from relay_tui.screens.confirm import ConfirmScreen
@@ -65,6 +67,7 @@ PLANNER_EVENTS: dict[str, SeverityLevel] = {
 }
 ERROR_TOAST_SECONDS = 15
 APPLIED_KEPT = 10_000
+CONTROL_CHARACTERS = ControlCharacters()
 
 
 LEAVING_ERRORS = (MountError, NoMatches, ScreenStackError)
@@ -165,6 +168,10 @@ class RelayApp(
         them as a closing tag: the toast was never shown. Widgets' ``notify`` pass their
         own ``markup=True``; relay's screens say only fixed words in theirs."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters (monochrome under NO_COLOR), then no control characters."""
+        return [*super().get_line_filters(), CONTROL_CHARACTERS]
 
     def export_screenshot(self, *, title: str | None = None, simplify: bool = False) -> str:
         svg = super().export_screenshot(title=title, simplify=simplify)

@@ -393,20 +393,28 @@ BRACKETED = "cannot read [/usr/bin/claude] [bold]as is[/bold] [red]"
 ``[...]`` as markup, and a closing tag that matches nothing raises."""
 
 
-def seed_bracketed_text(store: Store, workspace: Path) -> None:
-    """A job, task, agent status, schedule, ask and event whose words are :data:`BRACKETED`,
-    each after the field's name ("title cannot read ...")."""
+ESCAPES = "see \x1b[2J\x1b[H\x1b]52;c;cm0gLXJm\x07\x9b31m end"
+"""Text with terminal controls, as an agent or a CLI might print them: clear the screen,
+home the cursor, write the clipboard, and a one-character CSI."""
+ESCAPES_SHOWN = "see [2J[H]52;c;cm0gLXJm31m end"
+""":data:`ESCAPES` as drawn: the control characters gone, their printable rest kept."""
+
+
+def seed_bracketed_text(store: Store, workspace: Path, words: str = BRACKETED) -> None:
+    """A job, task, agent status, schedule, ask and event whose words are ``words``
+    (:data:`BRACKETED` or :data:`ESCAPES`), each after the field's name ("title cannot
+    read ...")."""
     now = time.time()
     agent = load_config(workspace).agents[0]
     with store.write() as session:
-        session.add(Job(id="j", title=f"title {BRACKETED}", state=JobState.ACTIVE))
-        session.add(Task(key="j/t", job_id="j", task_id="t", title=f"task {BRACKETED}",
-                         state=TaskState.FAILED, error=f"error {BRACKETED}"))  # fmt: skip
+        session.add(Job(id="j", title=f"title {words}", state=JobState.ACTIVE))
+        session.add(Task(key="j/t", job_id="j", task_id="t", title=f"task {words}",
+                         state=TaskState.FAILED, error=f"error {words}"))  # fmt: skip
         session.add(AgentStatus(agent_id=agent.id, provider=agent.provider, status="auth",
-                                reason=f"reason {BRACKETED}", fix=f"fix {BRACKETED}",
+                                reason=f"reason {words}", fix=f"fix {words}",
                                 config_hash=config_hash(agent), since=now))  # fmt: skip
-        session.add(Schedule(id="s", cron="0 3 * * *", cursor_at=now, problem=f"p {BRACKETED}"))
-        session.add(Ask(job_id="j", task_key="j/t", agent=agent.id, summary=f"ask {BRACKETED}",
-                        suggested_rule=f"rule {BRACKETED}", asked_at=now))  # fmt: skip
+        session.add(Schedule(id="s", cron="0 3 * * *", cursor_at=now, problem=f"p {words}"))
+        session.add(Ask(job_id="j", task_key="j/t", agent=agent.id, summary=f"ask {words}",
+                        suggested_rule=f"rule {words}", asked_at=now))  # fmt: skip
         session.add(Event(at=now, job_id="j", kind=EventKind.TASK_FAILED, level="error",
-                          message=f"event {BRACKETED}"))  # fmt: skip
+                          message=f"event {words}"))  # fmt: skip

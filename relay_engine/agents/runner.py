@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import queue
-import re
 import select
 import selectors
 import shutil
@@ -51,6 +50,7 @@ from relay_engine.agents.supervisor import (
     live_start_ticks,
     proc_start_ticks,
 )
+from relay_engine.contracts.printable import strip_ansi
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,6 @@ START_TIMEOUT_S = 30.0
 FORCE_KILL_AFTER_S = 3.0  # beyond the grace: the supervisor itself did not answer
 EXECUTION_ENV = "RELAY_EXECUTION_ID"
 MAX_ARG_BYTES = 128 * 1024  # Linux MAX_ARG_STRLEN: the longest single argv element
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 
 
 class LaunchError(RuntimeError):
@@ -932,7 +931,7 @@ def _read_tail(path: Path, max_bytes: int) -> tuple[bytes, bool]:
 
 def clean_line(text: str) -> str:
     """Strip ANSI escapes and control/format characters so a line is safe to show in a TUI."""
-    text = _ANSI_RE.sub("", text)
+    text = strip_ansi(text)
     return "".join(
         ch for ch in text if ch == " " or not unicodedata.category(ch).startswith(("C", "Z"))
     ).strip()

@@ -9,19 +9,59 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from rich.console import Console, Group, RenderableType
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    ConsoleRenderable,
+    Group,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.markup import escape
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.contracts.config import RelayConfig
+from relay_engine.contracts.printable import without_controls
 from relay_engine.core.faults import DatabaseFault, explain
 from relay_engine.store.db import Store, default_db_url, location, missing_database
 
-console = Console()
-err = Console(stderr=True, soft_wrap=True)  # never fold a path or message in two
+
+class _Printable:
+    """A renderable drawn without control characters in its text (see
+    :mod:`relay_engine.contracts.printable`): Rich prints an ESC it is given as it is."""
+
+    def __init__(self, inner: ConsoleRenderable) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for segment in console.render(self.inner, options):
+            text = segment.text
+            if segment.control or without_controls(text) is text:
+                yield segment
+            else:
+                yield Segment(without_controls(text), segment.style)
+
+
+class _NoControls(RenderHook):
+    """Every command's printing goes through it: no call site can forget an agent's words."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Printable(renderable) for renderable in renderables]
+
+
+def _console(**options: bool) -> Console:
+    printing = Console(**options)  # type: ignore[arg-type]
+    printing.push_render_hook(_NoControls())
+    return printing
+
+
+console = _console()
+err = _console(stderr=True, soft_wrap=True)  # never fold a path or message in two
 
 Row = TypeVar("Row")
 Field = tuple[str, str]  # a label and its value, markup escaped where it is not relay's

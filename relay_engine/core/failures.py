@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from relay_engine.contracts.printable import strip_ansi
+
 
 class FailureClass(StrEnum):
     AUTH = "auth"
@@ -315,10 +317,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
 def _sentence(text: str, limit: int = 300) -> str:
     """One clean line: no colour codes, no surrounding JSON punctuation, bounded."""
-    line = " ".join(_ANSI.sub("", str(text)).split())
+    line = " ".join(strip_ansi(str(text)).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,4 +1,5 @@
-"""What the CLI prints: others' words as written, and tables a narrow terminal can show.
+"""What the CLI prints: others' words as written and without terminal controls, and tables
+a narrow terminal can show.
 
 Rich reads ``[...]`` in a string as markup: ``[bold]`` vanished from the line, and
 ``[/usr/bin/claude]``, a closing tag that matches nothing, raised a ``MarkupError`` that
@@ -6,12 +7,20 @@ ended the command with a trace. Every listing here reads rows holding such text.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import BRACKETED, Workspace, cli_env, seed_bracketed_text
+from helpers import (
+    BRACKETED,
+    ESCAPES,
+    ESCAPES_SHOWN,
+    Workspace,
+    cli_env,
+    seed_bracketed_text,
+)
 
 
 @pytest.mark.parametrize(
@@ -25,15 +34,23 @@ from helpers import BRACKETED, Workspace, cli_env, seed_bracketed_text
         (["events"], ["event"]),
     ],
 )
-def test_listings_show_bracketed_text_as_written(
-    sqlite_workspace: Workspace, command: list[str], shown: list[str]
+@pytest.mark.parametrize(
+    ("words", "printed"),
+    [(BRACKETED, BRACKETED), (ESCAPES, ESCAPES_SHOWN)],
+    ids=["markup", "escapes"],
+)
+def test_listings_show_others_words_as_written(
+    sqlite_workspace: Workspace, command: list[str], shown: list[str], words: str, printed: str
 ) -> None:
-    seed_bracketed_text(sqlite_workspace.store(), sqlite_workspace.path)
+    """Brackets as written; terminal controls (clear the screen, write the clipboard) never
+    reach the terminal, which would obey them."""
+    seed_bracketed_text(sqlite_workspace.store(), sqlite_workspace.path, words)
     done = sqlite_workspace.cli(*command)
     assert done.returncode == 0, done.stderr
     flat = " ".join(done.stdout.split())  # a table wraps long cells over lines
     for field in shown:
-        assert f"{field} {BRACKETED}" in flat, flat
+        assert f"{field} {printed}" in flat, flat
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", done.stdout + done.stderr)
 
 
 def test_relay_init_names_a_bracketed_folder_as_it_is(tmp_path: Path) -> None:

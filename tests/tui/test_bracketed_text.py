@@ -1,7 +1,8 @@
-"""The console shows text relay did not write as written: Textual's ``DataTable`` and
-``Static`` read ``[...]`` in a plain string as markup, so ``[bold]`` would vanish and
-``[/usr/bin/claude]``, a closing tag matching nothing, would raise. Each pane and screen
-that shows such text is read here from what it drew."""
+"""The console shows text relay did not write as written, and never passes its terminal
+controls on: Textual's ``DataTable`` and ``Static`` read ``[...]`` in a plain string as
+markup, so ``[bold]`` would vanish and ``[/usr/bin/claude]``, a closing tag matching
+nothing, would raise; and Textual writes an ``ESC`` it is given to the terminal, which
+obeys it. Each pane and screen that shows such text is read here from what it drew."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from console_helpers import (
     wait_loaded,
     wait_until,
 )
-from helpers import BRACKETED, Workspace, seed_bracketed_text
+from helpers import BRACKETED, ESCAPES, ESCAPES_SHOWN, Workspace, seed_bracketed_text
 from textual.pilot import Pilot
 from textual.screen import Screen
 
@@ -42,13 +43,13 @@ def drawn(app: RelayApp) -> str:
     return html.unescape("".join(re.findall(r"<text[^>]*>(.*?)</text>", svg))).replace("\xa0", " ")
 
 
-def seeded_app(tmp_path: Path) -> tuple[RelayApp, Store]:
+def seeded_app(tmp_path: Path, words: str = BRACKETED) -> tuple[RelayApp, Store]:
     """The console attached to a workspace seeded by :func:`seed_bracketed_text`."""
     workspace = Workspace(tmp_path / "ws")
     workspace.path.mkdir()
     workspace.configure()
     store = workspace.store()
-    seed_bracketed_text(store, workspace.path)
+    seed_bracketed_text(store, workspace.path, words)
     return attached_app(workspace.path, str(store.url)), store
 
 
@@ -149,3 +150,24 @@ async def test_what_the_operator_types_and_a_clis_fix_in_the_pin_list_show_as_wr
         await opened_dialog(pilot, PinScreen, "a")
         assert "fix cannot read [/usr/bin/claude]" in drawn(app)  # the dialog wraps the rest
         assert app.is_running
+
+
+@run_async
+async def test_no_control_character_reaches_the_terminal(tmp_path: Path) -> None:
+    """Titles, errors, asks, a CLI's fix and events holding escape sequences are drawn
+    without their control characters: the terminal would obey them (wipe the panes, write
+    the clipboard)."""
+    app, _store = seeded_app(tmp_path, ESCAPES)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_loaded(pilot)
+        main = drawn(app)
+        await opened(pilot, DetailScreen, "1", "j", "enter")
+        detail = drawn(app)
+        await pilot.press("escape", "6", "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, AskScreen))
+        await pilot.pause(0.2)
+        ask = drawn(app)
+        assert f"event {ESCAPES_SHOWN}" in main and f"ask {ESCAPES_SHOWN}" in main
+        assert f"error {ESCAPES_SHOWN}" in detail and f"ask {ESCAPES_SHOWN}" in ask
+        for shown in (main, detail, ask):
+            assert not re.search(r"[\x00-\x1f\x7f-\x9f]", shown)

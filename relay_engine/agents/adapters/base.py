@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from relay_engine.contracts.printable import strip_ansi
 from relay_engine.core.failures import AgentFailure, ExitEvidence, classify_event, classify_exit
 from relay_engine.core.limits import LimitSignal, detect_limit, detect_limit_in_event
 from relay_engine.core.quota import QuotaReading, readings_in_event
@@ -27,7 +28,6 @@ TEXT_HEAD = 16 * 1024
 TEXT_TAIL = 64 * 1024
 PROGRESS_MAX = 200
 ARGV_PROMPT_MAX = 100 * 1024  # longer prompts go on stdin (Linux caps one argv string at 128 KiB)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 _JSON_SCAN_MAX = 256 * 1024
 _JSON_ATTEMPTS_MAX = 2000
@@ -283,7 +283,7 @@ def clean_progress(text: str | None) -> str | None:
     """One readable line for the console: last non-empty line, no ANSI, bounded length."""
     if not text:
         return None
-    lines = [ln.split("\r")[-1].strip() for ln in _ANSI.sub("", text).splitlines()]
+    lines = [ln.split("\r")[-1].strip() for ln in strip_ansi(text).splitlines()]
     lines = [ln for ln in lines if ln]
     if not lines:
         return None
