@@ -393,9 +393,9 @@ BRACKETED = "cannot read [/usr/bin/claude] [bold]as is[/bold] [red]"
 ``[...]`` as markup, and a closing tag that matches nothing raises."""
 
 
-ESCAPES = "see \x1b[2J\x1b[H\x1b]52;c;cm0gLXJm\x07\x9b31m end"
+ESCAPES = "see \x1b[2J\x1b[H\u202e\x1b]52;c;cm0gLXJm\x07\x9b31m end"
 """Text with terminal controls, as an agent or a CLI might print them: clear the screen,
-home the cursor, write the clipboard, and a one-character CSI."""
+home the cursor, reverse the direction, write the clipboard, and a one-character CSI."""
 ESCAPES_SHOWN = "see [2J[H]52;c;cm0gLXJm31m end"
 """:data:`ESCAPES` as drawn: the control characters gone, their printable rest kept."""
 

@@ -4,9 +4,13 @@ An agent's error, an ask's tool input, a CLI's fix or a line of a diff can hold 
 control sequences: colours a CLI printed, but also ``ESC [2J`` (clear the screen), ``ESC ]0;``
 (set the window title) or ``ESC ]52;`` (write the clipboard). Printed as they are, the
 terminal obeys them: the console's panes are wiped, and whatever ran in a worktree could
-write to the operator's clipboard. The console removes every control character from what it
-draws (:class:`relay_tui.render.terminal.ControlCharacters`); the CLI prints such text
-through :func:`printable`; agents' output lines and progress lose their escapes with
+write to the operator's clipboard. Direction overrides can make a command an agent asks to
+run read as another one.
+
+Text is stored as it came and loses these where it leaves: the console's line filter
+(:class:`relay_tui.render.terminal.ControlCharacters`) and the CLI's render hook
+(``relay_engine/cli/output.py``) put every drawn segment through :func:`without_controls`.
+Agents' output lines, progress and failure sentences lose whole escape sequences with
 :func:`strip_ansi` when they are read.
 
 Pure: no I/O.
@@ -24,12 +28,15 @@ ANSI = re.compile(
 )
 """An escape sequence whole: removing only its ESC would leave ``[31m`` in the text."""
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 and C1 control characters but newline and tab, which text may hold and a terminal
-draws harmlessly. The C1 range holds a one-character CSI (``\\x9b``) some terminals obey."""
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+"""Direction marks, embeddings, overrides and isolates: on a terminal that honours them an
+ask to run ``rm -rf /\\u202eboj`` reads as another command, and the operator decides on
+what it reads."""
 
-_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_LAID_OUT = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # a tab moves a terminal's cursor
+CONTROL = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{BIDI}]")
+"""C0 and C1 control characters (the C1 range holds a one-character CSI, ``\\x9b``, some
+terminals obey) and the direction controls; not newline, which ends a printed line. None
+of them has a width."""
 
 
 def strip_ansi(text: str) -> str:
@@ -37,16 +44,9 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
 
-def printable(text: str) -> str:
-    """Text a terminal draws as written: no escape sequence, no control character but
-    newline and tab."""
-    if not _ANY_CONTROL.search(text):
-        return text
-    return CONTROL.sub("", strip_ansi(text))
-
-
 def without_controls(text: str) -> str:
-    """Every control character but newline removed, and nothing else: what text already
-    laid out on a screen may hold. None has a width, so the layout stays as it was; the
-    same text comes back when there was nothing to remove."""
-    return _LAID_OUT.sub("", text) if _LAID_OUT.search(text) else text
+    """Text laid out for a terminal, less what the terminal would obey: since none of it has
+    a width, the layout stays as it was, and an escape sequence's printable rest (``[2J``)
+    stays visible. The same object comes back when there was nothing to remove, so a
+    caller can tell cheaply."""
+    return CONTROL.sub("", text) if CONTROL.search(text) else text

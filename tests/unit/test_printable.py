@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay_engine.contracts.printable import printable, strip_ansi, without_controls
+from relay_engine.contracts.printable import strip_ansi, without_controls
 
 
 @pytest.mark.parametrize(
@@ -24,17 +24,18 @@ def test_strip_ansi_removes_sequences_whole(text: str, stripped: str) -> None:
     assert strip_ansi(text) == stripped
 
 
-def test_printable_keeps_lines_and_tabs_and_drops_every_other_control() -> None:
-    assert printable("a\tb\nc\x07d\x00e\x08f\x7fg\x9b31mh") == "a\tb\ncdefg31mh"
-    assert printable("\x1b[31mred\x1b[0m\r\n") == "red\n"
-
-
 def test_without_controls_keeps_the_printable_rest_and_newlines_only() -> None:
-    """What a drawn line may hold: the layout is already made, so nothing with a width goes."""
-    assert without_controls("a\x1b[2Jb\tc\x9bd\ne") == "a[2Jbcd\ne"
+    """What a laid-out line may hold: nothing with a width goes, so the layout stays."""
+    assert without_controls("a\x1b[2Jb\tc\x9bd\x07e\x00f\x7fg\ne") == "a[2Jbcdefg\ne"
+
+
+def test_direction_controls_go_so_a_command_reads_as_it_will_run() -> None:
+    """``\\u202e`` reverses what follows on a terminal that honours it: an ask for
+    ``rm -rf /\\u202eboj`` would read as a harmless path."""
+    assert without_controls("rm -rf /\u202eboj\u2066 \u200fx") == "rm -rf /boj x"
 
 
 def test_clean_text_comes_back_as_it_is() -> None:
-    """The console runs every drawn line through it: no copy when there is nothing to do."""
+    """The console runs every drawn segment through it: no copy when there is nothing to do."""
     text = "an ordinary line · ünïcode ✔ and [brackets]"
-    assert printable(text) is text and without_controls(text) is text and strip_ansi(text) is text
+    assert without_controls(text) is text and strip_ansi(text) is text
