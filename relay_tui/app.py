@@ -165,8 +165,9 @@ class RelayApp(
     ) -> None:
         """Plain text unless a caller asks for markup: a toast quotes a task's error, a
         planner's rejection or a command's refusal, and Textual read ``[/usr/bin/x]`` in
-        them as a closing tag: the toast was never shown. Widgets' ``notify`` pass their
-        own ``markup=True``; relay's screens say only fixed words in theirs."""
+        them as a closing tag that matched nothing, which ended the console. Widgets'
+        ``notify`` pass their own ``markup=True``; relay's screens say only fixed words in
+        theirs."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def get_line_filters(self) -> Sequence[LineFilter]:

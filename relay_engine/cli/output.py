@@ -54,8 +54,8 @@ class _NoControls(RenderHook):
         return [_Printable(renderable) for renderable in renderables]
 
 
-def _console(**options: bool) -> Console:
-    printing = Console(**options)  # type: ignore[arg-type]
+def _console(*, stderr: bool = False, soft_wrap: bool = False) -> Console:
+    printing = Console(stderr=stderr, soft_wrap=soft_wrap)
     printing.push_render_hook(_NoControls())
     return printing
 
