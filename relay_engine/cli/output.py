@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from relay_engine.contracts.config import RelayConfig
 from relay_engine.contracts.printable import without_controls
 from relay_engine.core.faults import DatabaseFault, explain
-from relay_engine.store.db import Store, default_db_url, location, missing_database
+from relay_engine.store.db import Store, database_url, location, missing_database
 
 
 class _Printable:
@@ -137,7 +137,7 @@ def run_command(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
         return 2
     except SQLAlchemyError as error:
-        where = location(args.db or default_db_url(workspace_of(args)))
+        where = location(database_url(workspace_of(args), args.db))
         err.print(f"[red]error:[/] {escape(explain(error, where))}", highlight=False)
         return 2
     except KeyboardInterrupt:

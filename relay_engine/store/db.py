@@ -33,6 +33,7 @@ from sqlmodel.sql.expression import Select
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
 from relay_engine.store import feed, migrate
 from relay_engine.store.feed import FeedMark
+from relay_engine.store.nul import without_nul
 from relay_engine.store.schema import Command, Event
 from relay_engine.store.wakes import WakeChannel
 
@@ -92,6 +93,11 @@ def table_of(model: type[SQLModel]) -> Table:
 
 def default_db_url(workspace: Path) -> str:
     return f"sqlite:///{(workspace / '.relay' / 'relay.db').resolve()}"
+
+
+def database_url(workspace: Path, url: str | None = None) -> str:
+    """The database a command uses: ``--db``, else ``RELAY_DB``, else the workspace's file."""
+    return url or os.environ.get("RELAY_DB") or default_db_url(workspace)
 
 
 def _normalise_url(url: str) -> str:
@@ -177,7 +183,15 @@ def _server_engine(url: str, *, readonly: bool) -> SAEngine:
             "prepare_threshold": None,
         },
     )
+    sa_event.listen(engine, "before_cursor_execute", _drop_nul, retval=True)
     return _ping_when_idle(engine)
+
+
+def _drop_nul(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+) -> tuple[str, Any]:
+    """PostgreSQL refuses a NUL in text, and an agent's words may hold one (:mod:`.nul`)."""
+    return statement, without_nul(parameters)
 
 
 def _ping_when_idle(engine: SAEngine) -> SAEngine:
@@ -369,9 +383,12 @@ class Store:
         auto_migrate: bool | None = None,
         lease_s: float = DEFAULT_LEASE_S,
     ) -> Store:
-        url = url or os.environ.get("RELAY_DB") or default_db_url(workspace)
         return cls(
-            url, readonly=readonly, create=create, auto_migrate=auto_migrate, lease_s=lease_s
+            database_url(workspace, url),
+            readonly=readonly,
+            create=create,
+            auto_migrate=auto_migrate,
+            lease_s=lease_s,
         )
 
     def ensure_schema(self) -> None:

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Dialect
 from sqlmodel import Session, SQLModel
 
 from relay_engine.store.db import table_of
+from relay_engine.store.nul import json_without_nul
 
 Processor = Callable[[Any], Any] | None
 
@@ -50,7 +51,7 @@ class _Shape:
         pairs = self.pairs
         if self.as_json:
             given = [{n: row[n] if p is None else p(row[n]) for n, p in pairs} for row in rows]
-            return (json.dumps(given, allow_nan=False, separators=(",", ":")),)
+            return (json_without_nul(json.dumps(given, allow_nan=False, separators=(",", ":"))),)
         # An 8-slot engine on SQLite sends every value of every claim and exit through here.
         return [tuple([row[n] if p is None else p(row[n]) for n, p in pairs]) for row in rows]
 
