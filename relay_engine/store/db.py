@@ -33,8 +33,8 @@ from sqlmodel.sql.expression import Select
 from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
 from relay_engine.store import feed, migrate
 from relay_engine.store.feed import FeedMark
-from relay_engine.store.nul import without_nul
 from relay_engine.store.schema import Command, Event
+from relay_engine.store.storable import storable, storable_json
 from relay_engine.store.wakes import WakeChannel
 
 BUSY_TIMEOUT_MS = 5_000  # SQLite: how long a writer waits for another's lock, then "busy"
@@ -135,9 +135,23 @@ def _sqlite_connector(path: str, *, readonly: bool) -> Any:
     return connect_readonly
 
 
+def _engine(url: str, **options: Any) -> SAEngine:
+    """An engine whose every statement stores only what the database can hold: no NUL, no
+    lone surrogate, in its parameters or its JSON (:mod:`relay_engine.store.storable`)."""
+    engine = create_engine(url, json_serializer=storable_json, **options)
+    sa_event.listen(engine, "before_cursor_execute", _storable_parameters, retval=True)
+    return engine
+
+
+def _storable_parameters(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+) -> tuple[str, Any]:
+    return statement, storable(parameters)
+
+
 def _sqlite_engine(path: str, *, immediate: bool, readonly: bool = False) -> SAEngine:
     """An engine on one SQLite file; ``readonly`` never writes (not even the journal mode)."""
-    engine = create_engine(
+    engine = _engine(
         "sqlite://", creator=_sqlite_connector(path, readonly=readonly), poolclass=QueuePool
     )
 
@@ -166,13 +180,13 @@ def _server_engine(url: str, *, readonly: bool) -> SAEngine:
     paused with SIGSTOP), releasing whatever it held.
     """
     if not url.startswith("postgresql"):
-        return _ping_when_idle(create_engine(url))
+        return _ping_when_idle(_engine(url))
     options = (
         f"-c lock_timeout={PG_LOCK_TIMEOUT_MS} "
         f"-c idle_in_transaction_session_timeout={PG_IDLE_IN_TRANSACTION_MS}"
         + (" -c default_transaction_read_only=on" if readonly else "")
     )
-    engine = create_engine(
+    engine = _engine(
         url,
         pool_size=4,
         # No server-side prepared statements: psycopg forgets them at every ROLLBACK (each
@@ -183,15 +197,7 @@ def _server_engine(url: str, *, readonly: bool) -> SAEngine:
             "prepare_threshold": None,
         },
     )
-    sa_event.listen(engine, "before_cursor_execute", _drop_nul, retval=True)
     return _ping_when_idle(engine)
-
-
-def _drop_nul(
-    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
-) -> tuple[str, Any]:
-    """PostgreSQL refuses a NUL in text, and an agent's words may hold one (:mod:`.nul`)."""
-    return statement, without_nul(parameters)
 
 
 def _ping_when_idle(engine: SAEngine) -> SAEngine:
@@ -342,7 +348,7 @@ class Store:
             self._writer = _sqlite_engine(path, immediate=True, readonly=self.readonly)
             self._reader = _sqlite_engine(path, immediate=False, readonly=self.readonly)
         elif self.is_sqlite:
-            self._writer = self._reader = create_engine(self.url)
+            self._writer = self._reader = _engine(self.url)
         else:
             self._writer = _server_engine(self.url, readonly=self.readonly)
             # Reads in autocommit: no BEGIN and no ROLLBACK around them, two round trips of

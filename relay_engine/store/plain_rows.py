@@ -23,7 +23,6 @@ processors (JSON to text, …), so a row reads back exactly as if the ORM had wr
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,7 +33,7 @@ from sqlalchemy.engine import Dialect
 from sqlmodel import Session, SQLModel
 
 from relay_engine.store.db import table_of
-from relay_engine.store.nul import json_without_nul
+from relay_engine.store.storable import storable_json
 
 Processor = Callable[[Any], Any] | None
 
@@ -51,7 +50,7 @@ class _Shape:
         pairs = self.pairs
         if self.as_json:
             given = [{n: row[n] if p is None else p(row[n]) for n, p in pairs} for row in rows]
-            return (json_without_nul(json.dumps(given, allow_nan=False, separators=(",", ":"))),)
+            return (storable_json(given, allow_nan=False, separators=(",", ":")),)
         # An 8-slot engine on SQLite sends every value of every claim and exit through here.
         return [tuple([row[n] if p is None else p(row[n]) for n, p in pairs]) for row in rows]
 
@@ -234,7 +233,7 @@ def _json_text(value: Any) -> str | None:
     ``null``, only an explicit SQL ``null()`` is NULL."""
     if isinstance(value, Null):
         return None
-    return json.dumps(None if value is JSON.NULL else value)
+    return storable_json(None if value is JSON.NULL else value)
 
 
 def _with_defaults(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
