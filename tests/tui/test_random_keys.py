@@ -73,7 +73,9 @@ async def test_500_random_keys_on_every_screen(tmp_path: Path) -> None:
     app = live_app(workspace)
     rng = random.Random(SEED)
     reopened: list[float] = []
-    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+    # Toasts hidden (run_test's default): drawing them made this test 200 s instead of 133;
+    # the tmux bursts (test_tmux_slow) and the live-key tests press keys with toasts drawn.
+    async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, lambda: app.snapshot is not None and bool(app.snapshot.tasks))
         for kind, size in (
             (MainScreen, (80, 24)),
