@@ -24,7 +24,7 @@ from relay_engine.contracts.accounts import cli_of
 from relay_engine.contracts.config import AgentConfig, RelayConfig, load_config
 from relay_engine.contracts.time_format import limit_words
 from relay_engine.ops.commands import ResetAgent
-from relay_engine.store.db import Store
+from relay_engine.store.db import Store, database_url
 from relay_engine.store.read_model.agents import AgentRow, agent_rows
 from relay_engine.store.wakes import PROBE_S, WakeChannel, wake_ups_come_back
 
@@ -94,7 +94,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     host = probe(os.environ.get("PATH"))
     rows = diagnose(config.agents, os.environ, Path(args.workspace).resolve(), host)
     broken = [row.agent for row in rows if row.enabled and not row.ok]
-    heard, wake_ups = _wake_ups(args.db or os.environ.get("RELAY_DB"), config)
+    heard, wake_ups = _wake_ups(database_url(Path(args.workspace).resolve(), args.db), config)
     warnings = config.warnings() + _sandbox_warnings(host)
     warnings += [warning for row in rows for warning in row.warnings]
     warnings += [f"wake-ups: {wake_ups}"] if heard is False else []
@@ -142,7 +142,7 @@ def _doctor_table(rows: list[DoctorRow]) -> RenderableType:
     return table_or_records(table, records, wide=160)
 
 
-def _wake_ups(url: str | None, config: RelayConfig) -> tuple[bool | None, str]:
+def _wake_ups(url: str, config: RelayConfig) -> tuple[bool | None, str]:
     """Whether engines on this database will hear each other's callers at once (None: not
     asked of a server), in words. On PostgreSQL it is asked as an engine asks: a probe of
     its own, sent and listened for, which a pooler in transaction mode never delivers."""
@@ -151,7 +151,7 @@ def _wake_ups(url: str | None, config: RelayConfig) -> tuple[bool | None, str]:
             None,
             f"off ([engine] wake_ups = false): engines tick every {config.engine.tick_seconds:g} s",
         )
-    if url is None or not url.startswith("postgresql"):
+    if not url.startswith("postgresql"):
         return None, "a file beside the SQLite database, watched by each engine"
     import psycopg  # only with the postgres extra
 

@@ -20,13 +20,12 @@ from rich.console import (
 )
 from rich.markup import escape
 from rich.padding import Padding
-from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
 from relay_engine.contracts.config import RelayConfig
-from relay_engine.contracts.printable import without_controls
+from relay_engine.contracts.printable import printable_segments
 from relay_engine.core.faults import DatabaseFault, explain
 from relay_engine.store.db import Store, database_url, location, missing_database
 
@@ -39,12 +38,7 @@ class _Printable:
         self.inner = inner
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for segment in console.render(self.inner, options):
-            text = segment.text
-            if segment.control or without_controls(text) is text:
-                yield segment
-            else:
-                yield Segment(without_controls(text), segment.style)
+        yield from printable_segments(console.render(self.inner, options))
 
 
 class _NoControls(RenderHook):

@@ -9,7 +9,7 @@ run read as another one.
 
 Text is stored as it came and loses these where it leaves: the console's line filter
 (:class:`relay_tui.render.terminal.ControlCharacters`) and the CLI's render hook
-(``relay_engine/cli/output.py``) put every drawn segment through :func:`without_controls`.
+(``relay_engine/cli/output.py``) put every drawn segment through :func:`printable_segments`.
 Agents' output lines, progress and failure sentences lose whole escape sequences with
 :func:`strip_ansi` when they are read.
 
@@ -19,6 +19,9 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from rich.segment import Segment
 
 ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erase
@@ -50,3 +53,14 @@ def without_controls(text: str) -> str:
     stays visible. The same object comes back when there was nothing to remove, so a
     caller can tell cheaply."""
     return CONTROL.sub("", text) if CONTROL.search(text) else text
+
+
+def printable_segments(segments: Iterable[Segment]) -> list[Segment]:
+    """Laid-out segments, their text :func:`without_controls`; control segments (Rich's own
+    cursor moves) and clean ones pass as they are."""
+    kept = []
+    for segment in segments:
+        text = segment.text
+        shown = text if segment.control else without_controls(text)
+        kept.append(segment if shown is text else Segment(shown, segment.style))
+    return kept

@@ -13,7 +13,7 @@ from rich.segment import Segment
 from textual.color import Color
 from textual.filter import LineFilter
 
-from relay_engine.contracts.printable import without_controls
+from relay_engine.contracts.printable import printable_segments
 
 
 class ControlCharacters(LineFilter):
@@ -22,9 +22,4 @@ class ControlCharacters(LineFilter):
     as the harmless trace of what was there."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        return [
-            segment
-            if segment.control or without_controls(segment.text) is segment.text
-            else Segment(without_controls(segment.text), segment.style)
-            for segment in segments
-        ]
+        return printable_segments(segments)
