@@ -21,12 +21,15 @@ Heuristics (the CLIs print these as prose, so matching is deliberately narrow):
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from relay_engine.contracts.numbers import epoch_seconds
 
 HEAD_BYTES = 16 * 1024
 TAIL_BYTES = 64 * 1024
@@ -37,6 +40,7 @@ _MAX_HITS = 50
 GEMINI_QUOTA_ZONE = "America/Los_Angeles"
 _BACKOFF_MINUTES = (5, 15, 30, 60)
 MIN_WAIT_S = 5.0  # a reset sooner than this is floored to it: never a relaunch storm
+RESET_HORIZON_S = 366 * 86400.0  # no provider's window is longer: a later reset is misread
 
 
 @dataclass(frozen=True)
@@ -191,8 +195,9 @@ def _claude_rate_limit_event(
         return None  # "allowed"/"allowed_warning" events are informational
     reset = None
     for key in ("resetsAt", "resets_at", "reset_at", "resetAt", "reset"):
-        reset = _epoch_value(info.get(key))
+        reset = epoch_seconds(info.get(key))
         if reset is not None:
+            reset = plausible_reset(reset, now)
             break
     source = _trim(json.dumps(event, ensure_ascii=False, default=str))
     return LimitSignal(provider, reset, source, "usage")
@@ -269,13 +274,20 @@ def _reset_in(text: str, now: datetime) -> float | None:
     for extract in _EXTRACTORS:
         reset = extract(text, now)
         if reset is not None:
-            return reset
+            return plausible_reset(reset, now)
     return None
+
+
+def plausible_reset(reset: float, now: datetime) -> float | None:
+    """The reset, or None (a wait of unknown length) when no limit can reset then: a
+    CLI's "try again in 99999999999 hours" or a reset at the year 9000 would park the work
+    for good, and an infinite one raised wherever it was shown."""
+    return reset if math.isfinite(reset) and reset - now.timestamp() <= RESET_HORIZON_S else None
 
 
 def _from_epoch_pipe(text: str, now: datetime) -> float | None:
     match = _EPOCH_PIPE.search(text) or _EPOCH_FIELD.search(text)
-    return _epoch_value(int(match.group(1))) if match else None
+    return epoch_seconds(match.group(1)) if match else None
 
 
 def _from_duration(text: str, now: datetime) -> float | None:
@@ -332,22 +344,6 @@ _EXTRACTORS: tuple[Callable[[str, datetime], float | None], ...] = (
     _from_date,
     _from_daily_quota,
 )
-
-
-def _epoch_value(value: object) -> float | None:
-    """Epoch seconds from seconds, milliseconds or an ISO-8601 string."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value) / 1000.0 if value > 1e12 else float(value)
-    if isinstance(value, str):
-        if value.isdigit():
-            return _epoch_value(int(value))
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 def _clock_reset(match: re.Match[str], now: datetime) -> float | None:

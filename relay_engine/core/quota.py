@@ -16,10 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
+from relay_engine.contracts.numbers import as_count, as_number, epoch_seconds
+
 WINDOW_NAMES = {300: "five_hour", 1440: "daily", 10080: "seven_day"}
+PERCENT_MAX = 1000.0  # a window's use past this is misread, not overage
 NO_RESET_HOLD_S = 15 * 60.0  # a window over its watermark that names no reset: look again then
 
 
@@ -80,7 +82,7 @@ def _claude_reading(info: dict[str, Any]) -> QuotaReading | None:
         window=str(window or "unknown"),
         status=status,
         utilization=utilization,
-        resets_at=_epoch(info.get("resetsAt", info.get("resets_at"))),
+        resets_at=epoch_seconds(info.get("resetsAt", info.get("resets_at"))),
         threshold=_fraction(info.get("surpassedThreshold")),
         overage=info.get("overageStatus") if isinstance(info.get("overageStatus"), str) else None,
     )
@@ -103,7 +105,7 @@ def _find_rate_limits(event: dict[str, Any]) -> dict[str, Any] | None:
 
 def _now_hint(event: dict[str, Any]) -> float | None:
     stamp = event.get("timestamp")
-    return _epoch(stamp)
+    return epoch_seconds(stamp)
 
 
 def _codex_readings(limits: dict[str, Any], now: float | None) -> list[QuotaReading]:
@@ -112,16 +114,15 @@ def _codex_readings(limits: dict[str, Any], now: float | None) -> list[QuotaRead
         window = limits.get(slot)
         if not isinstance(window, dict):
             continue
-        percent = window.get("used_percent")
-        if not isinstance(percent, int | float) or isinstance(percent, bool):
+        percent = as_number(window.get("used_percent"))
+        if percent is None or not 0 <= percent <= PERCENT_MAX:
             continue
-        minutes = window.get("window_minutes")
-        minutes = int(minutes) if isinstance(minutes, int | float) else None
-        resets = _epoch(window.get("resets_at"))
-        after = window.get("resets_in_seconds")
-        if resets is None and isinstance(after, int | float) and now is not None:
-            resets = now + float(after)
-        used = float(percent) / 100.0
+        minutes = as_count(window.get("window_minutes"))
+        resets = epoch_seconds(window.get("resets_at"))
+        after = as_number(window.get("resets_in_seconds"))
+        if resets is None and after is not None and now is not None:
+            resets = epoch_seconds(now + after)
+        used = percent / 100.0
         found.append(
             QuotaReading(
                 window=WINDOW_NAMES.get(minutes or 0, slot),
@@ -178,22 +179,9 @@ def clock(epoch: float, now: float) -> str:
 
 
 def _fraction(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A share of a window used: a fraction, or a percentage said as such (over 1.5); None
+    for what cannot be one (negative, or more than ten windows' worth)."""
+    number = as_number(value)
+    if number is None or not 0 <= number <= PERCENT_MAX:
         return None
-    return float(value) / 100.0 if value > 1.5 else float(value)  # a percentage, said as such
-
-
-def _epoch(value: object) -> float | None:
-    """Epoch seconds from seconds, milliseconds or an ISO-8601 string."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value) / 1000.0 if value > 1e12 else float(value)
-    if isinstance(value, str) and value.strip():
-        if value.isdigit():
-            return _epoch(int(value))
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    return number / 100.0 if number > 1.5 else number

@@ -72,7 +72,7 @@ class Job(SQLModel, table=True):
     after: list[str] = _json([])  # jobs this one waits for (it stays DRAFT until they are done)
     troubleshoot: bool = True  # a task that fails for good gets a troubleshooter first
     budget_usd: float | None = None
-    budget_tokens: int | None = None
+    budget_tokens: int | None = Field(default=None, sa_type=BigInteger)
     budget_said: str | None = None  # the budget level last announced ("warning", "exhausted")
     blocked_by: str | None = _optional_text()
     sim: dict[str, Any] | None = _json()
@@ -248,9 +248,10 @@ class Execution(SQLModel, table=True):
     artifact_dir: str | None = None
     last_output: str | None = None
     session_id: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_tokens: int | None = None
+    # 64 bits, as on SQLite: a long session's cache reads pass 32 bits' 2.1 billion
+    input_tokens: int | None = Field(default=None, sa_type=BigInteger)
+    output_tokens: int | None = Field(default=None, sa_type=BigInteger)
+    cached_tokens: int | None = Field(default=None, sa_type=BigInteger)
     model: str | None = None
     cost_usd: float | None = None
     cost_estimated: bool = False

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relay_engine.agents.adapters.base import LineBuffer, parse_json_line
+from relay_engine.contracts.numbers import as_count
 from relay_engine.contracts.pricing import Price, execution_spend
 from relay_engine.store.read_model.executions import ExecutionView
 from relay_tui.data.output import STDOUT_NAME
@@ -156,15 +157,21 @@ def _usage(event: Mapping[str, object]) -> tuple[int, int, int] | None:
         usage = event.get("usage")
         if not isinstance(usage, dict):
             return None
-        cached = int(usage.get("cached_input_tokens") or 0)
-        return int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0), cached
+        cached = _count(usage, "cached_input_tokens")
+        return _count(usage, "input_tokens"), _count(usage, "output_tokens"), cached
     message = event.get("message")
     usage = message.get("usage") if isinstance(message, dict) else None
     if event.get("type") != "assistant" or not isinstance(usage, dict):
         return None
-    cached = int(usage.get("cache_read_input_tokens") or 0)
-    fresh = int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
-    return fresh + cached, int(usage.get("output_tokens") or 0), cached
+    cached = _count(usage, "cache_read_input_tokens")
+    fresh = _count(usage, "input_tokens") + _count(usage, "cache_creation_input_tokens")
+    return fresh + cached, _count(usage, "output_tokens"), cached
+
+
+def _count(usage: Mapping[str, object], key: str) -> int:
+    """A count the stream gives, 0 for none or for one that cannot be a count (``1e400``,
+    a string): the console reads agents' streams as they write them."""
+    return as_count(usage.get(key)) or 0
 
 
 def _model(event: Mapping[str, object]) -> str | None:

@@ -3,7 +3,8 @@
 An agent printing a NUL (a binary file, ``find -print0``) or a CLI whose JSON cut an emoji
 in two (a lone ``\\ud83d``) made the exit write fail on PostgreSQL (and the second on
 SQLite too): ``relay run`` stopped, and the task, left RUNNING, stopped the next engine
-that ran it once its lease lapsed."""
+that ran it once its lease lapsed. So did a CLI reporting numbers no column holds: tokens
+past 64 bits (or past 32 on PostgreSQL), a cost of ``1e400``, a result block with ``NaN``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from helpers import Workspace, events, job_toml, run_until_idle, tasks
+import pytest
+from helpers import Workspace, events, executions, job_toml, run_until_idle, tasks
+
+from relay_engine.store.schema import Task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streams"
 NUL_PRINTER = (
@@ -43,18 +47,24 @@ def test_a_claude_stream_with_half_an_emoji_succeeds_with_the_half_marked(
     stream = tmp_path / "cut.jsonl"
     stream.write_text("".join(json.dumps(_cut(json.loads(line))) + "\n" for line in
                               (FIXTURES / "claude_success.jsonl").read_text().splitlines()))  # fmt: skip
+    task = succeeded_printing(workspace, stream)
+    assert "All done \ufffd cut" in (task.result_summary or "")
+
+
+def succeeded_printing(workspace: Workspace, stream: Path) -> Task:
+    """The task a claude agent that prints ``stream`` ran, checked to have succeeded with
+    the engine going on to idle."""
     printer = f"import sys; sys.stdout.write(open({str(stream)!r}).read())"
-    agent = {"id": "cut", "provider": "claude", "command": [sys.executable, "-c", printer],
+    agent = {"id": "printer", "provider": "claude", "command": [sys.executable, "-c", printer],
              "sandbox": "none"}  # fmt: skip
     workspace.configure(agents=[agent])
     workspace.submit(job_toml("j", [{"id": "t", "max_attempts": 1}]))
-    store = workspace.store()
 
     assert run_until_idle(workspace.engine()) is True  # every job succeeded
 
-    task = tasks(store)["j/t"]
+    task = tasks(workspace.store())["j/t"]
     assert task.state == "SUCCEEDED", task.error
-    assert "All done \ufffd cut" in (task.result_summary or "")
+    return task
 
 
 def _cut(event: dict) -> dict:  # type: ignore[type-arg]
@@ -64,3 +74,40 @@ def _cut(event: dict) -> dict:  # type: ignore[type-arg]
         if isinstance(part, dict) and part.get("type") == "text":
             part["text"] = "half \ud83d an emoji"
     return event
+
+
+@pytest.mark.parametrize(
+    ("tokens", "cost", "stored_tokens", "stored_cost"),
+    [
+        ("3000000000", "0.5", 3_000_000_000, 0.5),  # past PostgreSQL's 32-bit integer
+        ("1" + "0" * 20, "1e400", None, None),  # past 64 bits; an infinite cost
+        ("1e400", "NaN", None, None),
+    ],
+    ids=["past-32-bits", "past-64-bits", "infinite"],
+)
+def test_a_claude_run_reporting_absurd_numbers_succeeds_with_them_unknown(
+    workspace: Workspace,
+    tmp_path: Path,
+    tokens: str,
+    cost: str,
+    stored_tokens: int | None,
+    stored_cost: float | None,
+) -> None:
+    """Claude's own success stream, its usage, cost and result block rewritten."""
+    lines = (FIXTURES / "claude_success.jsonl").read_text().splitlines()
+    result = json.loads(lines[-1])
+    result["usage"] = {"input_tokens": "TOKENS", "output_tokens": 7}
+    result["total_cost_usd"] = "COST"
+    result["result"] = 'Done.\n\n```json\n{"status": "done", "ratio": "COST"}\n```'
+    text = json.dumps(result).replace('"TOKENS"', tokens).replace('"COST"', cost)
+    text = text.replace('\\"ratio\\": \\"COST\\"', f'\\"ratio\\": {cost}')
+    stream = tmp_path / "absurd.jsonl"
+    stream.write_text("\n".join([*lines[:-1], text]) + "\n")
+    task = succeeded_printing(workspace, stream)
+    assert task.result == {"status": "done", "ratio": stored_cost}
+    (run,) = executions(workspace.store())
+    assert (run.input_tokens, run.output_tokens) == (stored_tokens, 7)
+    if stored_cost is None:  # priced from the tokens that could be read, and said to be
+        assert run.cost_estimated and 0 < (run.cost_usd or 0) < 0.01
+    else:
+        assert (run.cost_usd, run.cost_estimated) == (stored_cost, False)

@@ -26,3 +26,17 @@ def test_json_keeps_whole_characters_and_quoted_escapes() -> None:
     text = storable_json(value)
     assert json.loads(text) == {"ok": "😀", "quoted": "write \\u0000 for NUL", "bad": "ab\ufffd"}
     assert "\\u0000" not in text.replace("\\\\u0000", "") and "\\ud83d\\ude00" in text
+
+
+def test_numbers_no_column_holds_are_stored_as_unknown() -> None:
+    """An integer past 64 bits fails both databases' binding; JSON has no infinity or NaN."""
+    huge, nan = 10**20, float("nan")
+    assert storable({"tokens": huge, "cost": float("inf"), "n": 2**63 - 1}) == {
+        "tokens": None, "cost": None, "n": 2**63 - 1}  # fmt: skip
+    assert storable((-(2**63) - 1, nan, True)) == (None, None, True)
+    assert json.loads(storable_json({"ratio": float("-inf"), "ok": 1.5})) == {
+        "ratio": None,
+        "ok": 1.5,
+    }
+    finite = {"at": 1764600000.25, "attempt": 3}
+    assert storable(finite) is finite

@@ -47,6 +47,7 @@ from relay_engine.agents.adapters.base import (
     relay_env,
 )
 from relay_engine.contracts.accounts import cli_of
+from relay_engine.contracts.numbers import as_amount
 from relay_engine.core.failures import AgentFailure, classify_text, session_gone
 from relay_engine.core.limits import detect_limit
 
@@ -268,9 +269,9 @@ class AcpParser(JsonLinesParser):
             self._report.last_progress = clean_progress(f"tool: {update['title']}")
         elif kind == "usage_update":
             cost = update.get("cost")
-            amount = cost.get("amount") if isinstance(cost, dict) else None
-            if isinstance(amount, int | float) and not isinstance(amount, bool):
-                self._report.cost_usd = float(amount)  # the session's so far
+            amount = as_amount(cost.get("amount") if isinstance(cost, dict) else None)
+            if amount is not None:
+                self._report.cost_usd = amount  # the session's so far
 
     def _chunk(self, update: dict[str, Any]) -> None:
         content = update.get("content")

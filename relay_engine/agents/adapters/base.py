@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from relay_engine.contracts.numbers import as_count
 from relay_engine.contracts.printable import strip_ansi
 from relay_engine.core.failures import AgentFailure, ExitEvidence, classify_event, classify_exit
 from relay_engine.core.limits import LimitSignal, detect_limit, detect_limit_in_event
@@ -377,18 +378,8 @@ def as_object(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def as_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value)
-    return None
-
-
 def add_tokens(current: int | None, value: object) -> int | None:
-    number = as_int(value)
+    number = as_count(value)
     if number is None:
         return current
     return number if current is None else current + number

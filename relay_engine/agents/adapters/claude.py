@@ -35,6 +35,7 @@ from relay_engine.agents.adapters.base import (
     prompt_needs_stdin,
     relay_env,
 )
+from relay_engine.contracts.numbers import as_amount
 
 _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 PERMISSION_MODES = {
@@ -194,9 +195,9 @@ class ClaudeParser(JsonLinesParser):
             report.error = report.last_progress = clean_progress(report.result_text) or subtype
             if (report.result_text or "").startswith("API Error"):
                 self._cli_error(report.result_text)
-        cost = event.get("total_cost_usd", event.get("cost_usd"))
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            report.cost_usd = float(cost)
+        cost = as_amount(event.get("total_cost_usd", event.get("cost_usd")))
+        if cost is not None:
+            report.cost_usd = cost
         usage = event.get("usage")
         if isinstance(usage, dict):
             report.input_tokens = None

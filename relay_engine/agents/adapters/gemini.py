@@ -33,7 +33,7 @@ from relay_engine.core.failures import classify_text, gemini_error_message, unre
 OUTPUT_CAP = 8 * 1024 * 1024  # the single JSON object is buffered whole up to this size
 APPROVAL_MODES = {"read-only": "plan", "workspace-write": "auto_edit", "full": "yolo"}
 """`access` -> `--approval-mode`: the default mode blocks writes when headless."""
-_RETRY_LINE = re.compile(r"^Attempt (\d+) failed\. Retrying with backoff\.\.\. (.*)$", re.M)
+_RETRY_LINE = re.compile(r"^Attempt (\d{1,9}) failed\. Retrying with backoff\.\.\. (.*)$", re.M)
 NETWORK_RETRIES_BEFORE_UNREACHABLE = 3
 
 

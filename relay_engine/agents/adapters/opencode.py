@@ -35,8 +35,9 @@ from relay_engine.agents.adapters.base import (
     relay_env,
 )
 from relay_engine.agents.adapters.claude import tool_progress
+from relay_engine.contracts.numbers import as_amount, as_number
 from relay_engine.core.failures import auth, unreachable
-from relay_engine.core.limits import LimitSignal
+from relay_engine.core.limits import LimitSignal, plausible_reset
 
 ACCESS_FLAGS = {"read-only": ["--agent", "plan"], "workspace-write": [], "full": ["--auto"]}
 """`access` -> opencode's flags: its ``plan`` agent may not edit; the default ``build``
@@ -132,9 +133,9 @@ class OpenCodeParser(JsonLinesParser):
         report.output_tokens = add_tokens(report.output_tokens, tokens.get("output"))
         report.output_tokens = add_tokens(report.output_tokens, tokens.get("reasoning"))
         report.cached_tokens = add_tokens(report.cached_tokens, cache.get("read"))
-        cost = part.get("cost")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            self._cost = (self._cost or 0.0) + float(cost)
+        cost = as_amount(part.get("cost"))
+        if cost is not None:
+            self._cost = (self._cost or 0.0) + cost
         if part.get("reason") == "stop":
             self._stopped = True
             report.turns_ended += 1
@@ -188,6 +189,7 @@ def _retry_after(headers: object, now: datetime) -> float | None:
         return None
     value = headers.get("retry-after")
     try:
-        return now.timestamp() + float(value) if value is not None else None
-    except (TypeError, ValueError):
+        seconds = as_number(float(value)) if value is not None else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return plausible_reset(now.timestamp() + seconds, now) if seconds is not None else None

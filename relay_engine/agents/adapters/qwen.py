@@ -44,7 +44,7 @@ INITIALIZE = {
     "request_id": "relay-init-1",
     "request": {"subtype": "initialize", "hooks": None},
 }
-_RETRY_LINE = re.compile(r"^Retrying in \S+ \(attempt (\d+)/\d+\): (.*)$", re.MULTILINE)
+_RETRY_LINE = re.compile(r"^Retrying in \S+ \(attempt (\d{1,9})/\d+\): (.*)$", re.MULTILINE)
 NETWORK_RETRIES_BEFORE_UNREACHABLE = 2
 
 
