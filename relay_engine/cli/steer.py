@@ -11,10 +11,12 @@ import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from relay_engine.cli.inbox import command
 from relay_engine.cli.output import console, workspace_of
 from relay_engine.cli.status import pull_lines, status_report
+from relay_engine.contracts.amounts import parse_dollars, parse_tokens
 from relay_engine.contracts.config import load_config
 from relay_engine.contracts.inputs import check_json_shape, check_toml_shape, read_capped
 from relay_engine.contracts.keys import split_key
@@ -132,9 +134,27 @@ def _replan(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=command(lambda a: commands.Replan(job=a.job, guidance=a.guidance)))
 
 
+Number = TypeVar("Number", int, float)
+
+
+def typed(parse: Callable[[str], Number | str]) -> Callable[[str], Number]:
+    """An argparse type from a parser that returns its value or what is wrong: argparse
+    prints the same sentence the console's dialog shows."""
+
+    def read(text: str) -> Number:
+        value = parse(text)
+        if isinstance(value, str):
+            raise argparse.ArgumentTypeError(value)
+        return value
+
+    return read
+
+
 def _budget(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--add", type=float, dest="add_usd", help="dollars to add")
-    parser.add_argument("--tokens", type=int, dest="add_tokens", help="tokens to add")
+    parser.add_argument("--add", type=typed(parse_dollars), dest="add_usd", help="dollars to add")
+    parser.add_argument(
+        "--tokens", type=typed(parse_tokens), dest="add_tokens", help="tokens to add"
+    )
     parser.set_defaults(
         func=command(
             lambda a: commands.RaiseBudget(job=a.job, add_usd=a.add_usd, add_tokens=a.add_tokens)

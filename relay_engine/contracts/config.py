@@ -34,6 +34,7 @@ from relay_engine.contracts.inputs import (
     check_toml_shape,
     read_capped,
 )
+from relay_engine.contracts.numbers import COUNT_MAX
 from relay_engine.contracts.pricing import Price, merged_prices
 from relay_engine.contracts.rules import parse_rule
 
@@ -121,7 +122,7 @@ class EngineConfig(_Strict):
     wake_ups: bool = True
     cancel_grace_seconds: float = Field(default=5.0, ge=0)
     default_budget_usd: float | None = Field(default=None, ge=0)  # for jobs without their own
-    default_budget_tokens: int | None = Field(default=None, ge=0)
+    default_budget_tokens: int | None = Field(default=None, ge=0, le=COUNT_MAX)
     budget_warn_at: float = Field(default=0.8, gt=0, le=1)  # share of a budget that warns
     max_recoveries: int = Field(default=10, ge=1, le=10_000)
     # What an agent's stdout.txt and stderr.txt keep once it exits: its start and its end,

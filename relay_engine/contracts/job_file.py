@@ -25,6 +25,7 @@ from relay_engine.contracts.inputs import (
     check_toml_shape,
     read_capped,
 )
+from relay_engine.contracts.numbers import COUNT_MAX
 from relay_engine.contracts.schedules import CatchUp, ScheduleRule, schedule_problems
 from relay_engine.contracts.task_definitions import (
     Identifier,
@@ -58,7 +59,7 @@ class JobDef(BaseModel):
     after: list[Identifier] = Field(default_factory=list)
     troubleshoot: bool = True
     budget_usd: float | None = Field(None, ge=0)
-    budget_tokens: int | None = Field(None, ge=0)
+    budget_tokens: int | None = Field(None, ge=0, le=COUNT_MAX)
     schedule: str | None = None  # a cron expression: the file is a template, run per slot
     timezone: str = "UTC"
     catch_up: CatchUp = "last"

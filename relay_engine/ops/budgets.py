@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from sqlmodel import Session, col, select
 
+from relay_engine.contracts.numbers import as_amount, as_count
 from relay_engine.core.budgets import BUDGET, Cap, Hold, Spend, judge
 from relay_engine.core.states import TaskState
 from relay_engine.ops.refusals import Refused
@@ -78,6 +79,10 @@ def raise_budget(
     """Add dollars and/or tokens to a job's budget; work parked on the budget resumes."""
     if add_usd is None and add_tokens is None:
         raise Refused("say how much to add: --add DOLLARS and/or --tokens N")
+    if add_usd is not None and not (as_amount(add_usd) or 0) > 0:
+        raise Refused(f"a budget is raised by a positive number of dollars, not {add_usd:g}")
+    if add_tokens is not None and not (as_count(add_tokens) or 0) > 0:
+        raise Refused(f"a budget is raised by a positive number of tokens, not {add_tokens}")
     if add_usd is not None:
         job.budget_usd = (job.budget_usd or 0.0) + add_usd
     if add_tokens is not None:

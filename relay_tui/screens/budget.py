@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -11,30 +9,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
+from relay_engine.contracts.amounts import parse_dollars
 from relay_tui.screens.base import Dialog, closable_while_mounting
-
-MAX_RAISE_USD = 10_000.0
-"""More than this at once is a typo (``1e308``, a misplaced digit), not a budget."""
-AMOUNT = re.compile(r"^\d{1,7}(\.\d{1,4})?$|^\.\d{1,4}$")
-"""Plain decimal dollars: no exponents, no signs, at most four decimals."""
-
-
-def parse_dollars(value: str) -> float | str:
-    """Dollars to add, or what is wrong with what was typed."""
-    text = value.strip().removeprefix("$").replace(",", "")
-    if not AMOUNT.match(text):
-        return f"“{value.strip()}” is not an amount of dollars: type a number such as 5 or 2.50."
-    amount = float(text)
-    if amount <= 0:
-        return "Type a positive amount: a budget is raised, never lowered, from here."
-    if amount < 0.001:
-        return "Type at least $0.001: smaller amounts change nothing a run would notice."
-    if amount > MAX_RAISE_USD:
-        return (
-            f"${amount:,.2f} is more than ${MAX_RAISE_USD:,.0f} at once: raise it in steps, "
-            "or set budget_usd in the job file."
-        )
-    return amount
 
 
 class BudgetScreen(Dialog[float]):

@@ -12,6 +12,7 @@ from helpers import (
     events,
     executions,
     job_toml,
+    jobs,
     run_until_idle,
     running_engine,
     sim,
@@ -142,3 +143,29 @@ def test_two_engines_never_overspend_by_more_than_one_run_each(pg_url: str, tmp_
     assert spent <= 0.1 + 2 * 4 * RUN_COST
     assert any(t.state == "PARKED" for t in tasks(ws.store()).values())
     ws.close()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--add", "-5"], "“-5” is not an amount of dollars: type a number such as 5 or 2.50."),
+        (["--add", "nan"], "“nan” is not an amount of dollars"),
+        (["--add", "50000"], "$50,000.00 is more than $10,000 at once: raise it in steps"),
+        (["--tokens", "1" + "0" * 20], "tokens is more than 1,000,000,000,000 at once"),
+        (["--tokens", "0"], "Type a positive number of tokens: a budget is raised, never lowered"),
+    ],
+)
+def test_a_budget_is_never_lowered_or_lost_by_what_is_typed(
+    sqlite_workspace: Workspace, flags: list[str], said: str
+) -> None:
+    """``--add nan`` or 10**20 tokens made the budget NULL (no budget at all) when stored;
+    the CLI now says what the console's budget dialog says."""
+    ws = sqlite_workspace
+    ws.submit(chain(1, budget_usd=0.05, budget_tokens=1000))
+    raised = ws.cli("budget", "capped", *flags)
+    assert raised.returncode == 2
+    assert said in raised.stderr
+    job = jobs(ws.store())["capped"]
+    assert (job.budget_usd, job.budget_tokens) == (0.05, 1000)
+    assert ws.cli("budget", "capped", "--tokens", "1,000").returncode == 0
+    assert jobs(ws.store())["capped"].budget_tokens == 2000

@@ -18,6 +18,7 @@ from console_helpers import (
 )
 from textual.widgets import Static
 
+from relay_engine.contracts.amounts import parse_dollars
 from relay_engine.contracts.config import RelayConfig, default_config
 from relay_engine.contracts.time_format import limit_words
 from relay_engine.store.db import Store
@@ -28,7 +29,6 @@ from relay_tui.app import RelayApp
 from relay_tui.demo.sample import NOW, frozen_clock, write_sample
 from relay_tui.render.spend import budget_words, money
 from relay_tui.render.words import english
-from relay_tui.screens.budget import parse_dollars
 from relay_tui.screens.confirm import ConfirmScreen
 from relay_tui.screens.detail import DetailScreen
 from relay_tui.screens.help import HelpScreen
