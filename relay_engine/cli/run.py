@@ -30,7 +30,7 @@ from relay_engine.core.waits import wait_lines
 from relay_engine.ops.jobs import submit_job
 from relay_engine.ops.upstream import check_batch
 from relay_engine.store import feed
-from relay_engine.store.db import Store, default_db_url
+from relay_engine.store.db import Store, database_url
 from relay_engine.store.feed import FeedMark
 from relay_engine.store.read_model.agents import live_agents
 from relay_engine.store.read_model.waits import read_waits
@@ -72,7 +72,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             continue
         path.write_text((templates / name).read_text(encoding="utf-8"), encoding="utf-8")
         console.print(f"wrote {escape(str(path))}")
-    Store(args.db or default_db_url(workspace), create_empty=True)
+    Store(database_url(workspace, args.db), create_empty=True)  # RELAY_DB's, not a new file
     console.print("next: [bold]relay submit example-job.toml && relay run --until-idle[/]")
     return 0
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import (
     Workspace,
+    cli_env,
     executions,
     job_toml,
     kill_quietly,
@@ -298,6 +300,18 @@ def test_db_create_and_init_make_the_missing_sqlite_file(
     assert sqlite_workspace.cli("--db", f"sqlite:///{made}", "--create", "status").returncode == 0
     assert sqlite_workspace.cli("--db", f"sqlite:///{initialised}", "init").returncode == 0
     assert made.exists() and initialised.exists()
+
+
+def test_init_makes_the_database_relay_db_names_not_a_second_file(
+    sqlite_workspace: Workspace, tmp_path: Path
+) -> None:
+    """Every other command uses ``RELAY_DB``; init made the workspace's own SQLite file."""
+    shared = tmp_path / "shared.db"
+    env = cli_env() | {"RELAY_DB": f"sqlite:///{shared}"}
+    argv = sqlite_workspace.cli_argv("init")
+    assert subprocess.run(argv, env=env, capture_output=True, check=False).returncode == 0
+    assert shared.exists()
+    assert not (sqlite_workspace.path / ".relay" / "relay.db").exists()
 
 
 def test_run_says_on_stderr_which_agent_cannot_start(workspace: Workspace, tmp_path: Path) -> None:
