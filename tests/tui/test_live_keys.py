@@ -235,7 +235,10 @@ async def test_double_enter_in_every_dialog_sends_once_and_never_crashes(tmp_pat
                 await cursor_to(pilot, row)
             before = kinds(app)
             await pilot.press(*keys)
-            await pilot.pause(0.3)
+            if kind:  # sent from a worker: on a loaded machine later than any fixed pause
+                sent = len(before) + 1
+                await wait_until(pilot, lambda: len(kinds(app)) >= sent, timeout=15)  # noqa: B023
+            await pilot.pause(0.3)  # time for a second, duplicate command to show
             assert app.return_code is None, f"{keys} ended the console"
             added = kinds(app)[len(before) :]
             assert added == ([kind] if kind else []), (keys, added)
