@@ -156,7 +156,7 @@ class JobsTable(SortableTable):
             (
                 cell,
                 styled(state.lower(), state, styles),
-                job.mode,
+                "",  # agents run tasks: "manual" here read as an agent of that name
                 "",
                 cost,
                 Text(note, style=alarm or ("dim" if folded else ""), end=""),
