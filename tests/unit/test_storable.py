@@ -29,7 +29,8 @@ def test_json_keeps_whole_characters_and_quoted_escapes() -> None:
 
 
 def test_numbers_no_column_holds_are_stored_as_unknown() -> None:
-    """An integer past 64 bits fails both databases' binding; JSON has no infinity or NaN."""
+    """An integer past 64 bits fails both databases' binding (JSON's numbers hold it); JSON
+    has no infinity or NaN."""
     huge, nan = 10**20, float("nan")
     assert storable({"tokens": huge, "cost": float("inf"), "n": 2**63 - 1}) == {
         "tokens": None, "cost": None, "n": 2**63 - 1}  # fmt: skip
@@ -38,5 +39,6 @@ def test_numbers_no_column_holds_are_stored_as_unknown() -> None:
         "ratio": None,
         "ok": 1.5,
     }
+    assert json.loads(storable_json({"n": 10**30, "bad": "a\0b"})) == {"n": 10**30, "bad": "ab"}
     finite = {"at": 1764600000.25, "attempt": 3}
     assert storable(finite) is finite
