@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
 import pytest
+from absurd_output import ABSURD, HUGE_DIGITS, with_numbers
 
 from relay_engine.agents.adapters import get_adapter
 from relay_engine.agents.adapters.base import AgentReport
@@ -32,17 +32,6 @@ from relay_tui.data.progress import ProgressReader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
-HUGE_DIGITS = "9" * 5000
-ABSURD = {
-    "infinity": "1e400",
-    "minus-infinity": "-1e400",
-    "nan": "NaN",
-    "past-64-bits": "1" + "0" * 30,
-    "past-a-float": "9" * 400,
-    "minus-past-64-bits": "-" + "9" * 30,
-    "past-int-digits": HUGE_DIGITS,
-}
-_MARK = "\ue000number\ue000"
 
 
 @cache
@@ -73,35 +62,6 @@ def replay(provider: str, stdout: bytes, stderr: str, code: int) -> AgentReport:
     parser.feed(stdout, NOW)
     parser.notice_stderr(stderr)
     return parser.finish(code, stderr, NOW)
-
-
-def with_numbers(text: str, absurd: str) -> str:
-    """Every number in every JSON line replaced by ``absurd``, and every run of digits in
-    the other lines and in the JSON's strings."""
-    digits = HUGE_DIGITS if absurd == HUGE_DIGITS else "9" * 400
-    lines = []
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            lines.append(re.sub(r"\d+", digits, line))
-            continue
-        lines.append(json.dumps(_marked(value, digits)).replace(json.dumps(_MARK), absurd))
-    return "\n".join(lines) + "\n"
-
-
-def _marked(value: object, digits: str) -> object:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return _MARK
-    if isinstance(value, str):
-        return re.sub(r"\d+", digits, value)
-    if isinstance(value, dict):
-        return {key: _marked(item, digits) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_marked(item, digits) for item in value]
-    return value
 
 
 def usable(number: float | None) -> bool:
