@@ -1,5 +1,5 @@
 """What relay stores fits its database: text with no NUL and no lone surrogate, numbers
-finite and within 64 bits.
+finite (and within 64 bits, but for JSON's).
 
 Agents' words arrive with either. A NUL comes with a binary file printed or ``find
 -print0``; PostgreSQL text cannot hold one, and its ``\\u0000`` escape fails ``json`` input.
@@ -72,7 +72,7 @@ def _holds_unstorable(value: Any, int_max: int | None) -> bool:
     if kind is float:
         return not math.isfinite(value)
     if kind is int:
-        return int_max is not None and not -int_max - 1 <= value <= int_max
+        return not _int_fits(value, int_max)
     if kind is dict:  # loops, not any(): every statement's parameters come this way
         for key, item in value.items():
             if _holds_unstorable(key, int_max) or _holds_unstorable(item, int_max):
@@ -96,12 +96,16 @@ def _cleaned(value: Any, int_max: int | None) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, int):
-        return None if int_max is not None and not -int_max - 1 <= value <= int_max else value
+        return value if _int_fits(value, int_max) else None
     if isinstance(value, dict):
         return {_cleaned(key, int_max): _cleaned(item, int_max) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(_cleaned(item, int_max) for item in value)
     return value
+
+
+def _int_fits(value: int, int_max: int | None) -> bool:
+    return int_max is None or -int_max - 1 <= value <= int_max
 
 
 def _base(value: str | int | float) -> str | int | float:
