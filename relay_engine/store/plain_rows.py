@@ -50,7 +50,7 @@ class _Shape:
         pairs = self.pairs
         if self.as_json:
             given = [{n: row[n] if p is None else p(row[n]) for n, p in pairs} for row in rows]
-            return (storable_json(given, allow_nan=False, separators=(",", ":")),)
+            return (storable_json(given, separators=(",", ":")),)  # it writes no NaN itself
         # An 8-slot engine on SQLite sends every value of every claim and exit through here.
         return [tuple([row[n] if p is None else p(row[n]) for n, p in pairs]) for row in rows]
 
