@@ -139,6 +139,23 @@ def test_the_fixes_name_what_to_do() -> None:
     assert offline is not None and offline.reason.startswith("Cannot connect to API")
 
 
+@pytest.mark.parametrize(
+    ("code", "said"), [(3, "exit code 3"), (1e400, "an exit code that is no number")]
+)
+def test_copilots_failed_result_says_the_exit_code_it_gave(code: object, said: str) -> None:
+    """copilot exits 0 after a result line whose exitCode says otherwise: the failure
+    names that code, not "exit 0: no error output"."""
+    stdout, _, _ = recorded("copilot-stub-resume")
+    lines = stdout.decode().splitlines()
+    last = json.loads(lines[-1])
+    assert last["type"] == "result", last
+    lines[-1] = json.dumps({**last, "exitCode": code})
+    parser = get_adapter("copilot").parser()
+    parser.feed("\n".join(lines).encode() + b"\n", NOW)
+    report = parser.finish(0, "", NOW)
+    assert report.is_error and report.error == f"copilot's result line says {said}"
+
+
 def test_qwen_429_is_seen_on_stderr_while_qwen_would_retry_for_minutes() -> None:
     """The stream only says system/retry; the reason is on stderr, read as qwen runs."""
     stdout, stderr, _ = recorded("qwen-stub-429")

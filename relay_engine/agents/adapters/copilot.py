@@ -34,6 +34,7 @@ from relay_engine.agents.adapters.base import (
     relay_env,
 )
 from relay_engine.agents.adapters.claude import tool_progress
+from relay_engine.contracts.numbers import as_count
 from relay_engine.contracts.rules import parse_rule
 from relay_engine.core.limits import LimitSignal
 
@@ -154,8 +155,12 @@ class CopilotParser(JsonLinesParser):
         report.turns_ended += 1
         if isinstance(event.get("sessionId"), str) and event["sessionId"]:
             report.session_id = event["sessionId"]
-        if event.get("exitCode") not in (0, None):
+        code = event.get("exitCode")
+        if code not in (0, None):
             report.is_error = True
+            said = as_count(code)
+            shown = f"exit code {said}" if said is not None else "an exit code that is no number"
+            report.error = report.error or f"copilot's result line says {shown}"
 
     def _complete(self, exit_code: int, stderr_tail: str, now: datetime) -> None:
         report = self._report
