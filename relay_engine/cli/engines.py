@@ -28,6 +28,11 @@ STATE_STYLES = {"live": "green", "gone": "red"}
 NOT_HEARD_NOTE = "wake-ups not heard: ticks at its interval"
 
 
+def asleep_note(since: float) -> str:
+    """What an engine asleep is doing: nothing, since the fleet had nothing to do."""
+    return f"asleep since {format_time(since)}: no work, wakes on new work"
+
+
 def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--all", action="store_true", help="also engines gone more than a day ago")
@@ -58,6 +63,8 @@ def engines_table(rows: Sequence[EngineRow], title: str = "engines") -> Table:
             state += f" [yellow]{row.condition}[/]"
         if row.state == "live" and row.wake_ups == NOT_HEARD:
             state += f" [yellow]{NOT_HEARD_NOTE}[/]"
+        if row.asleep_since is not None:
+            state += f" [dim]{asleep_note(row.asleep_since)}[/]"
         table.add_row(
             row.id,
             row.host,

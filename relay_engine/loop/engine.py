@@ -135,6 +135,7 @@ class Engine:
         self._quiet = False  # this engine's last look found the fleet with nothing to do now
         self._next_look: float | None = None  # when a quiet fleet's first timed wait ends
         self._looks_asked = 0  # wake-ups heard: a look that began before the last is stale
+        self._asleep_since: float | None = None  # what this engine's row says of its sleep
         self._wakeups: WakeListener | None = None
         self.did_chores = False  # whether the last tick did the fleet's housekeeping
         self.ticks: deque[tuple[float, float]] = deque(maxlen=TICKS_KEPT)  # (ended at, ms)
@@ -236,6 +237,12 @@ class Engine:
         theirs (a place gone stale)."""
         return self._quiet and self.hears_wake_ups
 
+    @property
+    def _sleeps(self) -> bool:
+        """Whether the loop waits past the tick interval: dozing, with no agent of its own
+        to watch and nothing holding it up."""
+        return self._dozing and not self.live and self.condition is None
+
     def _sleep_seconds(self) -> float:
         """How long the loop waits for a wake before its next full tick: the tick interval,
         or, while the fleet has nothing to do now and this engine hears every wake-up (a
@@ -244,7 +251,7 @@ class Engine:
         comes first. An idle fleet's engines used to read the database every tick for
         nothing."""
         settings = self.config.engine
-        if not (self._dozing and not self.live and self.condition is None):
+        if not self._sleeps:
             return settings.tick_seconds
         now = self.clock()
         due = min(
@@ -430,6 +437,8 @@ class Engine:
         ):
             changed |= self.starter.dispatch(now)
         self.reaper.save_output(now)
+        if full:
+            self._say_whether_asleep(now)
         self._last_db_ok = self.clock()  # here, not in the caller: a tick() alone counts too
         return changed
 
@@ -556,6 +565,22 @@ class Engine:
             live = live_engine_ids(session, now, self.config.engine.lease_seconds)
         self.runtime.extend_deadlines(lease_until, renewed)
         self.runtime.place = Place.among(self.id, live)
+
+    def _say_whether_asleep(self, now: float) -> None:
+        """Record in this engine's row when it begins to sleep and when it wakes (a write
+        per change, none per tick): ``relay engines`` says so, and an operator who sees it
+        tick only at its heartbeats knows the fleet has nothing to do, not that it hangs."""
+        asleep = self._sleeps
+        if asleep == (self._asleep_since is not None):
+            return
+        since = now if asleep else None
+        with self.store.write() as session:
+            session.exec(
+                update(EngineRecord)
+                .where(col(EngineRecord.id) == self.id)
+                .values(asleep_since=since)
+            )
+        self._asleep_since = since
 
     def _notice_settled_elsewhere(self) -> None:
         """Tasks another process finished (a cancel or a hand-back applied by the CLI, an

@@ -53,6 +53,7 @@ class EngineRow:
     agents: tuple[str, ...] | None
     condition: str | None
     wake_ups: str | None = None  # "heard", "not heard", "off"; None: not said
+    asleep_since: float | None = None  # the fleet had nothing to do: it ticks at heartbeats
 
     @property
     def last_seen(self) -> float:
@@ -128,6 +129,7 @@ def _row(record: EngineRecord, running: Mapping[str, int], now: float, lease: fl
         agents=agents,
         condition=record.condition,
         wake_ups=record.wake_ups,
+        asleep_since=None if reason else record.asleep_since,
     )
 
 

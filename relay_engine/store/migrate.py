@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-HEAD_REVISION = "0012_token_counts_64_bits"
+HEAD_REVISION = "0013_engine_asleep_since"
 """The newest migration in ``migrations/versions``: bump it with every new migration (a unit
 test holds it to Alembic's own head, so a forgotten bump fails the build)."""
 VERSION_TABLE = Table(

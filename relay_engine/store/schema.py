@@ -306,6 +306,9 @@ class EngineRecord(SQLModel, table=True):
     "heard", "not heard" (it ticks at its interval instead) or "off"; None: not said yet."""
     slots: int = 0  # its max_concurrent_agents
     agents: list[str] = _json([])  # the agents its own config defines
+    asleep_since: float | None = None
+    """When it last found the fleet with nothing to do and began to sleep between heartbeats
+    (until a wake-up or a timed wait's end); None while it ticks at its interval."""
 
 
 class AgentRecord(SQLModel, table=True):

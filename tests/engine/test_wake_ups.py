@@ -97,6 +97,30 @@ def test_an_engine_whose_fleet_has_no_work_ticks_only_at_heartbeats(
         wait_for(lambda: "off" in _wake_ups_said(workspace), timeout=10, what="'off'")
 
 
+def test_relay_engines_says_an_engine_is_asleep_until_work_wakes_it(
+    workspace: Workspace,
+) -> None:
+    """An engine with nothing to do ticks only at its heartbeats: ``relay engines`` says it
+    sleeps, and no longer once a submit woke it and its agent runs."""
+    workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0)
+    engine = workspace.engine()
+    store = workspace.store()
+    with running_engine(engine):
+        wait_for(lambda: engine._asleep_since is not None, timeout=15, what="it to sleep")
+        table = _said_in_table(workspace, "wakes on new work")
+        assert table is not None and "asleep since" in table
+        workspace.submit(job_toml("woke", [{"id": "a", "sim": sim(300)}]))
+        wait_for(lambda: task_state(store, "woke/a") == "RUNNING", timeout=15, what="a start")
+        wait_for(lambda: _asleep_said(workspace) == [None], timeout=10, what="awake")
+
+
+def _asleep_said(workspace: Workspace) -> list[float | None]:
+    """What ``relay engines --json`` says of each live engine's sleep."""
+    result = workspace.cli("engines", "--json")
+    assert result.returncode == 0, result.stderr
+    return [row["asleep_since"] for row in json.loads(result.stdout) if row["state"] == "live"]
+
+
 @pytest.mark.postgres
 def test_a_listener_whose_connection_is_cut_listens_again(tmp_path: Path, pg_url: str) -> None:
     """The server ends the engine's LISTEN connection (a restart, an idle-connection
