@@ -27,7 +27,7 @@ from helpers import (
 )
 from sqlalchemy.engine import make_url
 
-from relay_engine.cli.engines import NOT_HEARD_NOTE
+from relay_engine.cli.engines import ASLEEP_NOTE, NOT_HEARD_NOTE
 from relay_engine.store import wakes
 from relay_engine.store.wakes import LISTENER_NAME
 
@@ -101,14 +101,16 @@ def test_relay_engines_says_an_engine_is_asleep_until_work_wakes_it(
     workspace: Workspace,
 ) -> None:
     """An engine with nothing to do ticks only at its heartbeats: ``relay engines`` says it
-    sleeps, and no longer once a submit woke it and its agent runs."""
+    sleeps (``--json``: since when), and no longer once a submit woke it and its agent
+    runs."""
     workspace.configure(tick=0.05, heartbeat=1.0, lease=30.0)
     engine = workspace.engine()
     store = workspace.store()
     with running_engine(engine):
         wait_for(lambda: engine._asleep_since is not None, timeout=15, what="it to sleep")
-        table = _said_in_table(workspace, "wakes on new work")
-        assert table is not None and "asleep since" in table
+        assert _said_in_table(workspace, ASLEEP_NOTE.split()[0])  # the cell wraps at 80
+        (since,) = _asleep_said(workspace)
+        assert since is not None and abs(time.time() - since) < 15
         workspace.submit(job_toml("woke", [{"id": "a", "sim": sim(300)}]))
         wait_for(lambda: task_state(store, "woke/a") == "RUNNING", timeout=15, what="a start")
         wait_for(lambda: _asleep_said(workspace) == [None], timeout=10, what="awake")
