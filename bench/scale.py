@@ -21,7 +21,9 @@ count's medians and every round's ratios: one run to the next varies by a fifth 
 ``--same-batch`` adds a run of one engine with the slots each engine of the largest fleet
 has (1 x 2 for 8 slots over 4 engines): four engines of two slots and one of two claim and
 reap the same few tasks per tick, so the two apart tell what the number of engines costs
-from what the size of each tick's batch does.
+from what the size of each tick's batch does; with it the bench also splits the engine's CPU
+into a cost per claim round and one per task, and says what a round may cost for the 4-engine
+target to hold.
 
 ``RELAY_BENCH_PROFILE=PATH`` has each engine write a cProfile of its engine thread's CPU time
 to ``PATH.<pid>`` (read them together with ``pstats.Stats(*glob.glob("PATH.*"))``).
@@ -163,6 +165,7 @@ def run_fleet(
     holds = [ms for s in stats for ms in s["claim_holds_ms"]]
     statements = sum(s["statements"] for s in stats) if stats else float("nan")  # older engines
     result = {"engines": engines, "rate": 2 * tasks / span, "span": span, "holds": holds}
+    result["claims"] = len(holds)
     result |= {"statements": statements / done, "server_statements": server_statements}
     result |= {"warm_up": warm, "warm_up_ms": before.since(began)["engines"] * 1000}
     top: dict[str, int] = {}
@@ -328,7 +331,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return statistics.median(values) if values else float("nan")
 
     cpu = {k: statistics.median(r["cpu"][k] for r in runs) for k in runs[0]["cpu"]}
-    keys = ("rate", "span", "statements", "server_statements", "warm_up_ms")
+    keys = ("rate", "span", "statements", "server_statements", "warm_up_ms", "claims")
     merged = {k: middle(k) for k in keys}
     holds = [ms for r in runs for ms in r["holds"]]
     return runs[0] | merged | {"cpu": cpu, "holds": holds}
@@ -425,6 +428,29 @@ def report_same_batch(alone: dict[str, Any], fleet: dict[str, Any], slots: int) 
     )
 
 
+def report_fixed_cost(base: dict[str, Any], alone: dict[str, Any], tasks: int) -> None:
+    """Split the engine's CPU per task into a cost per claim round and a cost per task.
+
+    Each configuration's CPU per task is ``fixed / batch + per_task``, where ``batch`` is the
+    tasks one claim transaction took (the tasks over the claims the engines counted, the
+    warm-up's few among them): two
+    runs with different batches (the base's and the narrow engine's) give both terms. The
+    4-engine target then bounds the fixed term: what a round costs whatever it carries is
+    what a fleet of narrow engines pays over and over."""
+    points = [(tasks / r["claims"], r["cpu"]["engines"]) for r in (base, alone) if r["claims"]]
+    if len(points) < 2 or points[0][0] == points[1][0]:
+        return
+    (wide, wide_ms), (narrow, narrow_ms) = points
+    fixed = (narrow_ms - wide_ms) / (1 / narrow - 1 / wide)
+    per_task = wide_ms - fixed / wide
+    bound = 0.3 * per_task / (1 / narrow - 1.3 / wide)
+    print(
+        f"engine CPU = {fixed:.1f} ms per claim round + {per_task:.1f} ms per task (batches of "
+        f"{wide:.1f} and {narrow:.1f} tasks per round); the 1.3x target needs a round's own "
+        f"cost <= {bound:.1f} ms at this cost per task"
+    )
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--engine":
         sys.exit(engine_main(sys.argv[2:]))
@@ -469,6 +495,7 @@ def main() -> None:
     report(results, args.tasks, args.slots)
     if alone:
         report_same_batch(median_run(alone), results[-1], narrow)
+        report_fixed_cost(results[0], median_run(alone), args.tasks)
     if args.rounds > 1:
         report_spread(runs, counts)
     if args.top:
