@@ -10,9 +10,10 @@ from __future__ import annotations
 import compileall
 import gc
 import os
+import resource
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,29 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     test that follows (:mod:`relay_engine.cli.startup` does the same for relay's CLIs)."""
     gc.collect()
     gc.freeze()
+
+
+CPU_LOG = os.environ.get("RELAY_TEST_CPU_LOG")
+"""Where each test's CPU seconds are appended, when set: the suite is bound by the CPU of
+two cores, and wall times (``--durations``) do not tell a test that sleeps from one that
+computes."""
+
+
+def _cpu_seconds() -> float:
+    """This worker's CPU and that of the children it reaped (CLIs, engines, agents)."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    if not CPU_LOG:
+        return (yield)
+    began = _cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        with open(CPU_LOG, "a") as log:
+            log.write(f"{_cpu_seconds() - began:.2f} {item.nodeid}\n")
