@@ -118,9 +118,7 @@ def test_relay_engines_says_an_engine_is_asleep_until_work_wakes_it(
 
 def _asleep_said(workspace: Workspace) -> list[float | None]:
     """What ``relay engines --json`` says of each live engine's sleep."""
-    result = workspace.cli("engines", "--json")
-    assert result.returncode == 0, result.stderr
-    return [row["asleep_since"] for row in json.loads(result.stdout) if row["state"] == "live"]
+    return _live_engines_say(workspace, "asleep_since")
 
 
 @pytest.mark.postgres
@@ -203,9 +201,13 @@ def test_an_engine_whose_wake_ups_do_not_come_back_keeps_its_tick_interval(
 
 def _wake_ups_said(workspace: Workspace) -> list[str | None]:
     """What ``relay engines --json`` says of each live engine's wake-ups."""
+    return _live_engines_say(workspace, "wake_ups")
+
+
+def _live_engines_say(workspace: Workspace, field: str) -> list[Any]:
     result = workspace.cli("engines", "--json")
     assert result.returncode == 0, result.stderr
-    return [row["wake_ups"] for row in json.loads(result.stdout) if row["state"] == "live"]
+    return [row[field] for row in json.loads(result.stdout) if row["state"] == "live"]
 
 
 def _said_in_table(workspace: Workspace, words: str) -> str | None:
