@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -120,6 +120,13 @@ QUEUE_PAGE_MIN = 16
 a shared directory's) rarely cost another query. Each row read costs its decoding and its
 scheduling facts twice; an engine with two slots read 32 of them every tick."""
 
+KEPT_PAGES = 4
+"""How many pages one read of an unscoped queue takes, the rest kept for the rounds after
+it (:attr:`QueueKept.rows`): a round whose exits queued nothing new here chooses from them
+instead of reading again. The read was an engine's costliest statement, and with two slots
+it ran once for every two tasks; four engines of two slots read the same top of the queue
+four times as often as one engine of eight."""
+
 
 @dataclass
 class QueueKept:
@@ -132,6 +139,18 @@ class QueueKept:
     pins: dict[str, dict[tuple[str, str, str], str]] = field(default_factory=dict)
     resumed: bool | None = None  # None: not looked at yet
     scoped: bool = False  # the queue held scoped work: read the fleet's claims with it
+    rows: list[Any] = field(default_factory=list)  # see read_queue: the next rounds' rows
+    lag: int = 0  # how many of the last round's picks other engines had claimed first
+
+    def took(self, keys: Iterable[str]) -> None:
+        """These tasks left the queue (claimed, parked, failed) or another engine has them:
+        rounds that use the kept rows choose among the rest."""
+        gone = set(keys)
+        self.rows = [row for row in self.rows if row.key not in gone]
+
+    def forget_rows(self) -> None:
+        """Work may have been queued ahead of the kept rows: the next round reads."""
+        self.rows = []
 
 
 def read_queue(
@@ -159,18 +178,27 @@ def read_queue(
     fleet-wide cap needs the other engines' (only this engine claims against its slots).
     Then the fleet's claims are read only for a queue that holds scoped work, which must
     skip what the fleet holds: read every round by every engine, they were the statement
-    a fleet sent most.
+    a fleet sent most. Such a queue is read :data:`KEPT_PAGES` pages at a time, and the
+    rows kept in ``kept`` serve the next rounds until too few are left; the caller forgets
+    them when the queue may have grown ahead of them (a full tick, or a write of this
+    process that queued work: :attr:`~relay_engine.store.db.Store.queue_grew`). Rows
+    another engine claimed since are skipped by the claim, which re-checks every row
+    under its lock, as it does for a fresh read.
     """
     kept = kept if kept is not None else QueueKept()
     if own is not None and max_running is None and not kept.scoped:
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
-        top = _top_of_queue(session, [], free, spare, exclude, kept)
-        view = _view(session, top, [], (free, spare), kept, own, owned)
-        kept.scoped = any(t.workstream or view.lock_dirs.get(t.job_id) for t in view.queued)
+        top = _kept_top(kept, free, spare + kept.lag, exclude)
+        if top is not None:
+            return _view(session, top, [], (free, spare + kept.lag), kept, own, owned)
+        rows, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept, pages=KEPT_PAGES)
+        kept.scoped = any(t.workstream or lock_dirs.get(t.job_id) for t in rows)
+        kept.rows, kept.lag = ([] if kept.scoped else rows), 0
+        top = rows[: _page_size(free, spare)], lock_dirs
         if not kept.scoped:
-            return view
+            return _view(session, top, [], (free, spare), kept, own, owned)
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)
@@ -285,9 +313,11 @@ def _top_of_queue(
     spare: int,
     exclude: frozenset[str],
     kept: QueueKept,
+    pages: int = 1,
 ) -> tuple[list[Any], dict[str, str | None]]:
     """Resumed work first, then pages of the rest in dispatch order, until the free slots
     are spoken for or the queue ends; with the directories their jobs take turns in.
+    ``pages``: how many pages' worth one statement reads (rows kept for the next rounds).
 
     A job whose tasks take turns in its directory (see :func:`claim_scopes`) has one
     candidate at most: the database skips its queued tasks while one of them holds the
@@ -299,7 +329,7 @@ def _top_of_queue(
         return [], lock_dirs
     busy = {(t.job_id, t.workstream) for t in running if t.workstream}
     turns = {t.job_id for t in running if t.lock_dir}
-    page = max(2 * (free + spare), QUEUE_PAGE_MIN)
+    page = _page_size(free, spare) * pages
     rows = _resumed(session, busy, exclude) if kept.resumed is not False else []
     kept.resumed = bool(rows)
     params: dict[str, Any] = {"exclude": sorted(exclude), "busy": sorted(busy)}
@@ -316,6 +346,23 @@ def _top_of_queue(
         last = batch[-1]
         params |= {"after_0": last.priority, "after_1": last.created_at, "after_2": last.key}
         after = True
+
+
+def _page_size(free: int, spare: int) -> int:
+    return max(2 * (free + spare), QUEUE_PAGE_MIN)
+
+
+def _kept_top(
+    kept: QueueKept, free: int, spare: int, exclude: frozenset[str]
+) -> tuple[list[Any], dict[str, str | None]] | None:
+    """The next page of the rows the last read kept, when a round can still fill its free
+    slots and alternates from them; else None, and the queue is read again."""
+    if exclude:
+        kept.took(exclude)
+    page = kept.rows[: _page_size(free, spare)]
+    if free <= 0 or len(page) < free + spare:
+        return None
+    return page, dict.fromkeys((row.job_id for row in page), None)  # none is scoped
 
 
 def _fills(

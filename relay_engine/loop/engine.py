@@ -435,7 +435,7 @@ class Engine:
             self.condition != DISK_FULL
             and now - self._last_db_ok < self.config.engine.lease_seconds
         ):
-            changed |= self.starter.dispatch(now)
+            changed |= self.starter.dispatch(now, fresh=full)
         self.reaper.save_output(now)
         if full:
             self._say_whether_asleep(now)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +29,18 @@ from relay_engine.contracts.config import AgentConfig
 from relay_engine.contracts.prompts import assemble_prompt
 from relay_engine.core import merge_prep
 from relay_engine.core.budgets import Hold
-from relay_engine.core.capacity import FleetCaps
+from relay_engine.core.capacity import FleetCaps, FleetCounts
 from relay_engine.core.failures import AgentFailure
 from relay_engine.core.faults import DiskFull, is_disk_full
 from relay_engine.core.memory import NoteFacts
 from relay_engine.core.outcomes import Outcome, OutcomeKind, StopReason
 from relay_engine.core.permissions import cli_rules
-from relay_engine.core.selection import NoAgent, Park, Selected, pick_agent
+from relay_engine.core.selection import FleetView, NoAgent, Park, Selected, pick_agent
 from relay_engine.core.states import TaskState
 from relay_engine.git.worktrees import WorkspaceError
 from relay_engine.loop import dispatch
 from relay_engine.loop.crashpoints import crash_point
-from relay_engine.loop.dispatch import Claim, QueueKept
+from relay_engine.loop.dispatch import Claim, QueueKept, QueueView
 from relay_engine.loop.live import LiveExecution, spawn_row
 from relay_engine.loop.runtime import EngineRuntime
 from relay_engine.ops import agents as agent_status
@@ -88,6 +88,16 @@ class _Batch:
     rules: list[PermissionRule]
 
 
+@dataclass
+class _Picks:
+    """A round's chosen tasks: the ones to claim, each with its agent, and the ones parked
+    or failed instead (they left the queue)."""
+
+    wanted: list[tuple[Task, Selected]] = field(default_factory=list)
+    settled: list[str] = field(default_factory=list)
+    changed: bool = False
+
+
 @dataclass(frozen=True)
 class _Assembled:
     """What a start needs besides the claim: read in one transaction before the spawn."""
@@ -118,16 +128,20 @@ class Starter:
         self._spawner = ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"relay-spawn-{runtime.engine_id}"
         )
+        self._queue_grew = runtime.store.queue_grew  # as the kept queue rows know it
 
     def close(self) -> None:
         self._spawner.shutdown(wait=True)
 
-    def dispatch(self, now: float) -> bool:
+    def dispatch(self, now: float, *, fresh: bool = False) -> bool:
         """Start what may start now: order, capacity, scope locks, agent selection.
 
         Tasks a claim passes over (their rows held by another session) do not keep their
         slots: the next candidates are read and claimed in the same tick, a few rounds at
-        most."""
+        most. ``fresh``: the queue is read again, not taken from the rows kept from the
+        last read (a full tick: other processes may have queued work ahead of them)."""
+        if fresh:
+            self._kept[0].forget_rows()
         slots = self.runtime.config.engine.max_concurrent_agents
         passed_over: set[str] = set()
         changed = False
@@ -145,6 +159,9 @@ class Starter:
         """What dispatch kept, unless the engine forgot it since (a full tick, a change)."""
         if self._kept[2] != self.runtime.generation:
             self._kept = (QueueKept(), None, self.runtime.generation)
+        if self._queue_grew != self.runtime.store.queue_grew:  # work queued here since
+            self._queue_grew = self.runtime.store.queue_grew
+            self._kept[0].forget_rows()
         return self._kept
 
     def _dispatch_round(self, now: float, passed_over: set[str]) -> bool | None:
@@ -172,31 +189,54 @@ class Starter:
                 self._kept = (kept[0], asks.every_rule(session), self._kept[2])
             self._batch = _Batch(view.jobs, self._kept[1] or [])
             standing = self.runtime.fleet_view(session, now, view.pins)
-        wanted: list[tuple[Task, Selected]] = []
-        changed = False
-        for task in dispatch.choose(view):
-            if task.job_id in spent:
-                changed |= self._park_on_budget(task.key, spent[task.job_id], now)
-                continue
-            selection = pick_agent(
-                task, config.agents, standing, now, running=running, counts=fleet, caps=caps
-            )
-            if isinstance(selection, Selected):
-                wanted.append((task, selection))
-                running[selection.agent_id] += 1
-                fleet.add(selection.agent_id, selection.provider)
-            elif isinstance(selection, Park):
-                changed |= self._park_before_launch(task, selection, now)
-            elif isinstance(selection, NoAgent):
-                changed |= self._fail_unassignable(task, selection.reason, now)
+        picks = self._pick_agents(view, spent, standing, (running, fleet, caps), now)
         budgeted = {
             j.id
             for j in view.jobs.values()
             if j.budget_usd is not None or j.budget_tokens is not None
         }
         known = (budgeted, view.owned)
-        started = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
-        return started or changed
+        wanted = picks.wanted
+        before = len(passed_over)
+        claims = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
+        kept[0].took([*(c.task.key for c in claims), *passed_over, *picks.settled])
+        kept[0].lag = len(passed_over) - before  # as many more candidates next round
+        if len(claims) < min(view.free, len(wanted)):  # the kept rows were others' already
+            kept[0].forget_rows()
+        return bool(claims) or picks.changed
+
+    def _pick_agents(
+        self,
+        view: QueueView,
+        spent: dict[str, Hold],
+        standing: FleetView,
+        counts: tuple[Counter[str], FleetCounts, FleetCaps],
+        now: float,
+    ) -> _Picks:
+        """An agent for each task the round chose, in dispatch order; the tasks no agent
+        may take now are parked or failed here. ``counts``: the agents' claims, the fleet's,
+        and the caps on them, counting each pick as it is made."""
+        running, fleet, caps = counts
+        agents, picks = self.runtime.config.agents, _Picks()
+        for task in dispatch.choose(view):
+            if task.job_id in spent:
+                picks.settled.append(task.key)
+                picks.changed |= self._park_on_budget(task.key, spent[task.job_id], now)
+                continue
+            selection = pick_agent(
+                task, agents, standing, now, running=running, counts=fleet, caps=caps
+            )
+            if isinstance(selection, Selected):
+                picks.wanted.append((task, selection))
+                running[selection.agent_id] += 1
+                fleet.add(selection.agent_id, selection.provider)
+                continue
+            picks.settled.append(task.key)
+            if isinstance(selection, Park):
+                picks.changed |= self._park_before_launch(task, selection, now)
+            elif isinstance(selection, NoAgent):
+                picks.changed |= self._fail_unassignable(task, selection.reason, now)
+        return picks
 
     def _alternates(self) -> int:
         """Candidates chosen per free slot beyond it, claimed in place of first picks another
@@ -215,7 +255,7 @@ class Starter:
         passed_over: set[str] | None = None,
         known: tuple[set[str], int] | None = None,
         take: int | None = None,
-    ) -> bool:
+    ) -> list[Claim]:
         """Claim in one transaction, spawn, then record every start in one more.
         ``known``: the jobs with a budget and this engine's claims, as the queue's read
         found them (the claim need not read them again); ``take``, the slots to fill when
@@ -225,7 +265,7 @@ class Starter:
         engine killed anywhere in between leaves nothing that recovery cannot find and kill.
         """
         if not wanted:
-            return False
+            return []
         runtime = self.runtime
         claims = dispatch.claim_batch(
             runtime.store,
@@ -258,7 +298,7 @@ class Starter:
             for _, live, _, _ in started:  # never run work the database does not know about
                 live.stop(StopReason.RELEASED, 0.0)
             raise
-        return bool(claims)
+        return claims
 
     def _record_starts(
         self,

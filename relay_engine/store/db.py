@@ -74,6 +74,16 @@ def column_rows(
     return iter(session.connection().execute(query, params))
 
 
+QUEUE_GREW = "relay.queue_grew"  # session.info: this transaction put tasks in the queue
+
+
+def note_queue_grew(session: Session) -> None:
+    """Say that this transaction puts tasks in the queue (or back in it): once it commits,
+    this process's dispatch reads the queue again rather than the rows it kept from its
+    last read (see :attr:`Store.queue_grew`)."""
+    session.info[QUEUE_GREW] = True
+
+
 KEYS_PER_STATEMENT = 500
 """Keys one ``IN`` list binds: SQLite takes at most 32,766 parameters a statement."""
 
@@ -323,6 +333,7 @@ class Store:
         self.stats = StoreStats()
         self.wakes = WakeChannel.of(self.url, self.sqlite_path)
         self.wakes_engines = False  # every write wakes the engines: set where none runs
+        self.queue_grew = 0  # this process's committed writes that put tasks in the queue
         try:
             self._open(create=create, create_empty=create_empty)
         except (SQLAlchemyError, ImportError, sqlite3.Error, ValueError) as error:
@@ -444,6 +455,8 @@ class Store:
                 session.rollback()
                 raise
             session.commit()
+            if session.info.get(QUEUE_GREW):
+                self.queue_grew += 1
         if wakes:
             self.wakes.sent()
 

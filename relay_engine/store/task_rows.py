@@ -28,7 +28,7 @@ from relay_engine.contracts.task_definitions import (
 )
 from relay_engine.core.scheduler import waves
 from relay_engine.core.states import ACTIVE_TASK_STATES, TaskState, check_task
-from relay_engine.store.db import chunks, column_rows, select_columns
+from relay_engine.store.db import chunks, column_rows, note_queue_grew, select_columns
 from relay_engine.store.events import EventKind, NewEvent, append_events, record_event
 from relay_engine.store.plain_rows import insert_rows
 from relay_engine.store.schema import Task
@@ -55,6 +55,8 @@ def move_task(
         setattr(task, name, value)
     if target is not TaskState.RUNNING:
         _release_claim(task)
+    if target is TaskState.QUEUED:
+        note_queue_grew(session)
     task.updated_at = now
     session.add(task)
     record_event(
@@ -94,6 +96,8 @@ def queue_drafts(session: Session, keys: Sequence[str], *, now: float) -> list[s
             .execution_options(synchronize_session="evaluate")
         )
         moved += session.execute(statement).all()
+    if moved:
+        note_queue_grew(session)
     queued = EventKind.TASK_QUEUED
     append_events(session, [NewEvent(queued, f"{key} queued", now, job, key) for key, job in moved])
     return [key for key, _ in moved]
@@ -208,9 +212,13 @@ def draft_dependents(session: Session, task: Task) -> list[Task]:
 @sa_event.listens_for(Session, "before_flush")
 def _forget_dependents(session: Session, *_: Any) -> None:
     """A new task (a plan's children, a troubleshooter) may be a dependent the preload has
-    not seen: the next look reads the database again."""
-    if _DEPENDENTS in session.info and any(isinstance(obj, Task) for obj in session.new):
+    not seen: the next look reads the database again. A new task born QUEUED (a
+    troubleshooter) grows the queue, as :func:`move_task` does."""
+    new = [obj for obj in session.new if isinstance(obj, Task)]
+    if new and _DEPENDENTS in session.info:
         del session.info[_DEPENDENTS]
+    if any(task.state == TaskState.QUEUED for task in new):
+        note_queue_grew(session)
 
 
 def job_tasks(session: Session, job_id: str, states: Iterable[TaskState]) -> list[Task]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from helpers import Workspace
-from sqlalchemy import insert, text
+from sqlalchemy import insert, text, update
+from sqlmodel import col
 
 from relay_engine.core.selection import Selected
 from relay_engine.loop import dispatch
@@ -166,6 +167,7 @@ def test_an_engine_counting_its_own_claims_reads_the_fleets_only_for_scoped_work
         assert held is not None
         held.state, held.execution_id, held.lease_owner = "RUNNING", "e-other", "e2"
         session.add(held)
+    kept.forget_rows()  # as the engine's next full tick does: another process wrote
     with store.read() as session:
         view = dispatch.read_queue(session, capacity=5, engine_id="e1", own=own, kept=kept)
     assert [t.key for t in view.running] == ["j/w00000"]  # another engine's, read for its scope
@@ -217,3 +219,38 @@ def test_a_claim_takes_an_alternate_in_place_of_a_pick_claimed_since_the_read(
     assert [claim.task.key for claim in claims] == [second.key]
     assert passed_over == {first.key}  # the third was never looked at: free for the next read
     assert lockable == ([] if store.is_sqlite else [True])
+
+
+def test_an_unscoped_queue_is_read_pages_ahead_and_the_next_rounds_choose_from_them(
+    workspace: Workspace,
+) -> None:
+    """One read serves an engine's next rounds: each chooses where the last claim left off,
+    without a statement, until too few rows are left to fill its slots."""
+    store = workspace.store()
+    with store.write() as session:
+        session.add(Job(id="j", title="j"))
+        session.execute(insert(Task), queued_rows(100, time.time()))
+    kept, own = dispatch.QueueKept(), Counter[str]()
+
+    def round_reads() -> tuple[list[str], int]:
+        with store.read() as session:
+            before = store.stats.statements
+            view = dispatch.read_queue(session, capacity=2, engine_id="e1", own=own, kept=kept)
+            chosen = [t.key for t in dispatch.choose(view)]
+            reads = store.stats.statements - before
+        with store.write() as session:  # claimed, and the starter tells the kept rows
+            claim = update(Task).where(col(Task.key).in_(chosen)).values(execution_id="e")
+            session.execute(claim)
+        kept.took(chosen)
+        return chosen, reads
+
+    first, read = round_reads()
+    assert first == ["j/t00000", "j/t00001"] and read > 0
+    assert len(kept.rows) == dispatch.QUEUE_PAGE_MIN * dispatch.KEPT_PAGES - 2
+    rounds = [round_reads() for _ in range(len(kept.rows) // 2)]
+    assert [keys for keys, _ in rounds] == [
+        [f"j/t{i:05d}", f"j/t{i + 1:05d}"] for i in range(2, 64, 2)
+    ]
+    assert [reads for _, reads in rounds] == [0] * 31
+    after, read = round_reads()  # the kept rows are spent: the queue is read again
+    assert after == ["j/t00064", "j/t00065"] and read > 0

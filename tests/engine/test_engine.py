@@ -107,6 +107,26 @@ def test_priority_decides_dispatch_order_at_capacity_one(workspace: Workspace) -
     assert started == ["p0-2", "p0-5", "p1-1", "p2-3", "p3-0", "p3-4"]
 
 
+def test_work_an_exit_queues_goes_ahead_of_the_rows_dispatch_kept(workspace: Workspace) -> None:
+    """Dispatch chooses from rows it read a few rounds ago (see ``KEPT_PAGES``), but not
+    past work queued since: the dependent an exit released starts next, before the lower
+    priority tasks the engine read when it claimed the first."""
+    workspace.configure(capacity=1, tick=60.0, lease=150.0)
+    later = [{"id": f"c{i:02d}", "priority": "P2", "sim": sim(0.01)} for i in range(20)]
+    definitions = [
+        {"id": "a", "priority": "P0", "sim": sim(0.01)},
+        {"id": "b", "priority": "P0", "depends_on": ["a"], "sim": sim(0.01)},
+        *later,
+    ]
+    workspace.submit(job_toml("kept", definitions))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine(), timeout=60) is True
+
+    started = [e.task_key.split("/")[1] for e in events(store, "task.started")]
+    assert started == ["a", "b", *(d["id"] for d in later)]
+
+
 def test_a_run_until_idle_ends_once_its_last_agent_ends_not_a_tick_interval_later(
     workspace: Workspace,
 ) -> None:
