@@ -25,7 +25,7 @@ from relay_engine.store.engines import (
 from relay_engine.store.wakes import NOT_HEARD
 
 STATE_STYLES = {"live": "green", "gone": "red"}
-NOT_HEARD_NOTE = "wake-ups not heard: ticks at its interval"
+NOT_HEARD_NOTE = "wake-ups unheard"  # it ticks at its interval; short, as ASLEEP_NOTE
 ASLEEP_NOTE = "asleep: no work"  # short: the state column is narrow at 80 columns
 
 

@@ -258,12 +258,13 @@ class Projection:
 
     def _fleet(self, session: Session) -> FleetHealth:
         now = self.clock()
-        alive = session.exec(
-            select(
+        alive = session.execute(
+            select_columns(
                 func.count(),
                 func.max(EngineRecord.heartbeat_at),
                 func.sum(EngineRecord.slots),
                 func.min(EngineRecord.slots),
+                func.count(col(EngineRecord.asleep_since)),  # counts the ones set
             ).where(
                 col(EngineRecord.stopped_at).is_(None),
                 col(EngineRecord.heartbeat_at) >= now - self.lease_seconds,
@@ -277,10 +278,11 @@ class Projection:
             )
         ).one()
         waiting = session.exec(select(func.count()).where(col(Command.applied_at).is_(None))).one()
-        count, newest, slots, fewest = alive
+        count, newest, slots, fewest, asleep = alive
         age = max(0.0, now - newest) if newest is not None else None
         return FleetHealth(
             engines_alive=int(count),
+            engines_asleep=int(asleep),
             engines_gone=int(gone),
             heartbeat_age=age,
             commands_waiting=int(waiting),

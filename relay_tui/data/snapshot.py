@@ -75,6 +75,8 @@ class FleetHealth:
     engines gone silent (without stopping) within the last day."""
 
     engines_alive: int = 0
+    engines_asleep: int = 0
+    """Of the live engines, those sleeping between heartbeats: the fleet had no work."""
     engines_gone: int = 0
     heartbeat_age: float | None = None
     commands_waiting: int = 0

@@ -106,15 +106,20 @@ def fleet_line(
 
 
 def engine_parts(snapshot: Snapshot, alarm: str) -> list[Part]:
-    """Engines alive (and their freshest heartbeat), gone ones, commands nobody applied."""
+    """Engines alive (asleep, when the fleet has no work, and their freshest heartbeat),
+    gone ones, commands nobody applied."""
     fleet = snapshot.fleet
     parts = []
     if fleet.engines_alive == 0:
         parts.append(Part(("engine: none running", "no engine"), 0, alarm))
     else:
         age = duration(fleet.heartbeat_age) if fleet.heartbeat_age is not None else "?"
-        alive = plural(fleet.engines_alive, "engine")
-        parts.append(Part((f"{alive} alive (hb {age})", f"{alive} alive", alive, ""), 3))
+        alive = f"{plural(fleet.engines_alive, 'engine')} alive"
+        if fleet.engines_asleep:  # its heartbeat ages up to a whole interval: not a hang
+            some = "" if fleet.engines_asleep == fleet.engines_alive else f" {fleet.engines_asleep}"
+            alive += f",{some} asleep"
+        forms = (f"{alive} (hb {age})", alive, plural(fleet.engines_alive, "engine"), "")
+        parts.append(Part(forms, 3))
     if fleet.engines_gone:
         gone = plural(fleet.engines_gone, "engine")
         parts.append(Part((f"{gone} gone", f"{fleet.engines_gone} gone"), 0, alarm))

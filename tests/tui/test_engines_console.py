@@ -27,6 +27,9 @@ def _add_engines(url: str) -> None:
         session.add_all(
             [
                 EngineRecord(id="run-live", host="alpha", pid=11, heartbeat_at=NOW - 2),
+                EngineRecord(
+                    id="run-idle", host="alpha", pid=12, heartbeat_at=NOW - 9, asleep_since=NOW - 30
+                ),
                 EngineRecord(id="run-lost", host="beta", pid=22, heartbeat_at=NOW - 600),
                 EngineRecord(id="run-done", host="beta", pid=33, stopped_at=NOW - 60),
             ]
@@ -47,7 +50,8 @@ async def test_header_counts_gone_engines_and_the_job_view_names_them(tmp_path: 
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_loaded(pilot)
         # a clean stop is not news; the sample's own silent engine is the second
-        assert "1 engine alive (hb 0:02) · 2 engines gone" in header(app)
+        # one live engine sleeps between heartbeats: no work, not a hang
+        assert "2 engines alive, 1 asleep (hb 0:02) · 2 engines gone" in header(app)
         await open_row(pilot, "job:search", JobScreen)
         facts = str(app.screen.query_one("#job-engines").render())
         lines = facts.splitlines()
