@@ -121,11 +121,13 @@ a shared directory's) rarely cost another query. Each row read costs its decodin
 scheduling facts twice; an engine with two slots read 32 of them every tick."""
 
 KEPT_PAGES = 4
-"""How many pages one read of an unscoped queue takes, the rest kept for the rounds after
-it (:attr:`QueueKept.rows`): a round whose exits queued nothing new here chooses from them
-instead of reading again. The read was an engine's costliest statement, and with two slots
-it ran once for every two tasks; four engines of two slots read the same top of the queue
-four times as often as one engine of eight."""
+"""How many pages a lone engine's read of an unscoped queue takes, the rest kept for the
+rounds after it (:attr:`QueueKept.rows`): a round whose exits queued nothing new here
+chooses from them instead of reading again (the read was an engine's costliest statement,
+sent once a round). Engines that share the queue read one page: the others claim from the
+same top, so kept rows went stale within a round or two, and the claims that found them
+taken cost more than the reads they saved (4 x 2 engines: 1.05 claims per task became
+1.2-1.7)."""
 
 
 @dataclass
@@ -140,7 +142,6 @@ class QueueKept:
     resumed: bool | None = None  # None: not looked at yet
     scoped: bool = False  # the queue held scoped work: read the fleet's claims with it
     rows: list[Any] = field(default_factory=list)  # see read_queue: the next rounds' rows
-    lag: int = 0  # how many of the last round's picks other engines had claimed first
 
     def took(self, keys: Iterable[str]) -> None:
         """These tasks left the queue (claimed, parked, failed) or another engine has them:
@@ -163,6 +164,7 @@ def read_queue(
     kept: QueueKept | None = None,
     own: Counter[str] | None = None,
     alternates: int = 0,
+    pages: int = 1,
 ) -> QueueView:
     """What dispatch decides on: the claimed tasks and the *top* of the ready queue.
 
@@ -178,24 +180,24 @@ def read_queue(
     fleet-wide cap needs the other engines' (only this engine claims against its slots).
     Then the fleet's claims are read only for a queue that holds scoped work, which must
     skip what the fleet holds: read every round by every engine, they were the statement
-    a fleet sent most. Such a queue is read :data:`KEPT_PAGES` pages at a time, and the
-    rows kept in ``kept`` serve the next rounds until too few are left; the caller forgets
-    them when the queue may have grown ahead of them (a full tick, or a write of this
-    process that queued work: :attr:`~relay_engine.store.db.Store.queue_grew`). Rows
-    another engine claimed since are skipped by the claim, which re-checks every row
-    under its lock, as it does for a fresh read.
+    a fleet sent most. Such a queue is read ``pages`` pages at a time (see
+    :data:`KEPT_PAGES`), and the rows kept in ``kept`` serve the next rounds until too few
+    are left; the caller forgets them when the queue may have grown ahead of them (a full
+    tick, or a write of this process that queued work:
+    :attr:`~relay_engine.store.db.Store.queue_grew`). The claim re-checks every row under
+    its lock, as it does after a fresh read.
     """
     kept = kept if kept is not None else QueueKept()
     if own is not None and max_running is None and not kept.scoped:
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
-        top = _kept_top(kept, free, spare + kept.lag, exclude)
+        top = _kept_top(kept, free, spare, exclude)
         if top is not None:
-            return _view(session, top, [], (free, spare + kept.lag), kept, own, owned)
-        rows, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept, pages=KEPT_PAGES)
+            return _view(session, top, [], (free, spare), kept, own, owned)
+        rows, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept, pages=pages)
         kept.scoped = any(t.workstream or lock_dirs.get(t.job_id) for t in rows)
-        kept.rows, kept.lag = ([] if kept.scoped else rows), 0
+        kept.rows = [] if kept.scoped or pages == 1 else rows
         top = rows[: _page_size(free, spare)], lock_dirs
         if not kept.scoped:
             return _view(session, top, [], (free, spare), kept, own, owned)

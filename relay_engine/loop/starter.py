@@ -179,6 +179,7 @@ class Starter:
                 kept=kept[0],
                 own=None if caps.any() else self.runtime.own_claims_by_agent(),
                 alternates=self._alternates(),
+                pages=dispatch.KEPT_PAGES if self.runtime.place.size <= 1 else 1,
             )
             if not view.queued or view.free <= 0:
                 return None
@@ -197,11 +198,9 @@ class Starter:
         }
         known = (budgeted, view.owned)
         wanted = picks.wanted
-        before = len(passed_over)
         claims = self._start(wanted, view.lock_dirs, caps, now, passed_over, known, view.free)
         kept[0].took([*(c.task.key for c in claims), *passed_over, *picks.settled])
-        kept[0].lag = len(passed_over) - before  # as many more candidates next round
-        if len(claims) < min(view.free, len(wanted)):  # the kept rows were others' already
+        if len(claims) < min(view.free, len(wanted)):  # kept rows gone: read the queue
             kept[0].forget_rows()
         return bool(claims) or picks.changed
 

@@ -224,8 +224,8 @@ def test_a_claim_takes_an_alternate_in_place_of_a_pick_claimed_since_the_read(
 def test_an_unscoped_queue_is_read_pages_ahead_and_the_next_rounds_choose_from_them(
     workspace: Workspace,
 ) -> None:
-    """One read serves an engine's next rounds: each chooses where the last claim left off,
-    without a statement, until too few rows are left to fill its slots."""
+    """One read serves a lone engine's next rounds: each chooses where the last claim left
+    off, without a statement, until too few rows are left to fill its slots."""
     store = workspace.store()
     with store.write() as session:
         session.add(Job(id="j", title="j"))
@@ -235,7 +235,9 @@ def test_an_unscoped_queue_is_read_pages_ahead_and_the_next_rounds_choose_from_t
     def round_reads() -> tuple[list[str], int]:
         with store.read() as session:
             before = store.stats.statements
-            view = dispatch.read_queue(session, capacity=2, engine_id="e1", own=own, kept=kept)
+            view = dispatch.read_queue(
+                session, capacity=2, engine_id="e1", own=own, kept=kept, pages=dispatch.KEPT_PAGES
+            )
             chosen = [t.key for t in dispatch.choose(view)]
             reads = store.stats.statements - before
         with store.write() as session:  # claimed, and the starter tells the kept rows
