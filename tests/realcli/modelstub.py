@@ -29,6 +29,15 @@ from urllib.parse import urlsplit
 SIDE_TEXT = "Stub session"
 DONE_TEXT = "Done."
 
+# The work the tests script for every CLI: write hello.txt, then run a command that shows it.
+KEY = "sk-stub-not-a-key"  # each CLI's dummy key: the stub checks none
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the stub\n*** End Patch\n"
+SHOW = "cat hello.txt && echo ran-ok"
+# qwen 0.24 resolves a one-shot command on the child's "exit", not its "close", so under
+# load the last chunk a fast command prints can miss the result the model gets (runs saw
+# "Output: hello" alone): qwen's command leaves a mark the tests read instead.
+QWEN_SHOW = "cat hello.txt && echo ran-ok | tee ran.txt"
+
 
 @dataclass(frozen=True)
 class Usage:

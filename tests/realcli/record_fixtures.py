@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clis import install_dir
 from modelstub import (
+    KEY,
+    PATCH,
     ModelStub,
     ToolCall,
     Turn,
@@ -187,7 +189,7 @@ SCENARIOS = (
     Scenario("gemini-version", ("gemini", "--version")),
 )  # fmt: skip
 
-STUB_KEY = "sk-stub-not-a-key"
+STUB_KEY = KEY
 CLAUDE_STUB = {"ANTHROPIC_BASE_URL": "@URL@", "ANTHROPIC_API_KEY": STUB_KEY}
 CLAUDE_SUBSCRIPTION = {
     "ANTHROPIC_BASE_URL": "@URL@",
@@ -426,7 +428,6 @@ def codex_config(retries: int | None = 1) -> dict[str, str]:
 
 CODEX_ENV = {"STUB_API_KEY": STUB_KEY, "CODEX_HOME": "@HOME@/.codex", "TMPDIR": "@HOME@/.tmp"}
 CODEX_EXEC = ("codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write")
-PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the stub\n*** End Patch\n"
 
 
 def exec_command(cmd: str) -> ToolCall:

@@ -19,20 +19,24 @@ from typing import Any
 import pytest
 from clis import leftover_clis
 from helpers import Workspace, executions, init_repo, job_toml, running_engine, tasks, wait_for
-from modelstub import ModelStub, call, rate_limited, say, unified_limit_headers, usage_limit
+from modelstub import (
+    KEY,
+    PATCH,
+    QWEN_SHOW,
+    SHOW,
+    ModelStub,
+    call,
+    rate_limited,
+    say,
+    unified_limit_headers,
+    usage_limit,
+)
 
 from relay_engine.agents.sandbox import host_sandbox
 from relay_engine.store.read_model.providers import read_quota
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-KEY = "sk-stub-not-a-key"
-PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the stub\n*** End Patch\n"
-SHOW = "cat hello.txt && echo ran-ok"
 SHOW_RULES = ["Bash(cat:*)", "Bash(echo:*)"]  # relay's rules answer the CLIs that ask
-# qwen 0.24 resolves a one-shot command on the child's "exit", not its "close": under load
-# the last chunk a fast command prints can miss the result the model gets (a full run saw
-# "Output: hello" alone). The command leaves a mark on the task's branch the test reads.
-QWEN_SHOW = "cat hello.txt && echo ran-ok | tee ran.txt"
 QWEN_RULES = [*SHOW_RULES, "Bash(tee:*)"]
 
 

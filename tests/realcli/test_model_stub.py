@@ -21,16 +21,21 @@ from typing import Any
 
 import pytest
 from clis import leftover_clis
-from modelstub import ModelStub, ToolCall, call, calls, rate_limited, say, unified_limit_headers
+from modelstub import (
+    KEY,
+    PATCH,
+    QWEN_SHOW,
+    SHOW,
+    ModelStub,
+    ToolCall,
+    call,
+    calls,
+    rate_limited,
+    say,
+    unified_limit_headers,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-KEY = "sk-stub-not-a-key"
-PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello from the stub\n*** End Patch\n"
-SHOW = "cat hello.txt && echo ran-ok"
-# qwen 0.24 resolves a one-shot command on the child's "exit", not its "close", so under
-# load the last chunk a fast command prints can miss the result the model gets (CI saw
-# "Output: hello" alone): the command leaves a mark the test reads instead.
-QWEN_SHOW = "cat hello.txt && echo ran-ok | tee ran.txt"
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 from helpers import Workspace, init_repo, job_toml, running_engine, tasks, wait_for
-from modelstub import ModelStub, call, say
+from modelstub import KEY, ModelStub, call, say
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-KEY = "sk-stub-not-a-key"
 ALLOWED = "python3 -c \"open('allowed.txt', 'w').write('by a rule')\""
 ASKED = "node -e \"require('fs').writeFileSync('asked.txt', 'by the operator')\""
 DENIED = "sh -c 'echo no > denied.txt'"
