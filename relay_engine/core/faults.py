@@ -35,6 +35,11 @@ class DatabaseBusy(DatabaseFault):
     """Another session held a lock longer than relay waits; trying again later will do."""
 
 
+class StoredValueFault(DatabaseFault):
+    """A value the database holds that relay cannot read (written by hand or by another
+    program); the message shows it. Reads of it fail until it is corrected or removed."""
+
+
 class DiskFull(RuntimeError):
     """Writes fail for lack of space; the engine pauses dispatch until they succeed again."""
 

@@ -1,4 +1,5 @@
-"""What holds an engine up -- disk full, database busy or unreachable -- and when it is over.
+"""What holds an engine up -- disk full, database busy or unreachable, a value in it that
+cannot be read -- and when it is over.
 
 A tick that fails on one of these does not kill the engine: the condition is logged once
 ("database busy, retrying", "disk full: dispatch paused …"), shown by ``relay status``
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import col, update
 
-from relay_engine.core.faults import first_line, is_busy, is_disk_full
+from relay_engine.core.faults import StoredValueFault, first_line, is_busy, is_disk_full
 from relay_engine.core.outcomes import Outcome, OutcomeKind
 from relay_engine.store.events import EventKind, record_event
 from relay_engine.store.schema import EngineRecord
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 DISK_FULL = "disk full"
 DB_BUSY = "database busy"
 DB_UNREACHABLE = "database unreachable"
+BAD_VALUE = "bad value in the database"
 PROBE_BYTES = 64 << 10
 LOW_SPACE_BYTES = 1 << 20
 _UNREACHABLE_TEXT = ("connection", "could not connect", "server closed", "terminating")
@@ -41,6 +43,7 @@ _MESSAGES = {
     "to tasks; resuming when writes succeed again",
     DB_BUSY: "database busy, retrying",
     DB_UNREACHABLE: "database unreachable, retrying",
+    BAD_VALUE: "a value in the database cannot be read, retrying until it is corrected",
 }
 
 
@@ -48,6 +51,8 @@ def classify(error: BaseException) -> str | None:
     """The condition a failed tick is in, or None when the error must stop the engine."""
     if is_disk_full(error):
         return DISK_FULL
+    if isinstance(error, StoredValueFault):
+        return BAD_VALUE
     if not isinstance(error, DBAPIError):
         return None
     if is_busy(error):

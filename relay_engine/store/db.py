@@ -8,6 +8,7 @@ instead of failing half way through with "database is locked".
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -18,6 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from json import JSONDecodeError
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,13 @@ from sqlalchemy.pool import QueuePool
 from sqlmodel import Session, SQLModel, create_engine
 from sqlmodel.sql.expression import Select
 
-from relay_engine.core.faults import DatabaseBusy, DatabaseFault, explain, is_busy
+from relay_engine.core.faults import (
+    DatabaseBusy,
+    DatabaseFault,
+    StoredValueFault,
+    explain,
+    is_busy,
+)
 from relay_engine.store import feed, migrate
 from relay_engine.store.feed import FeedMark
 from relay_engine.store.schema import Command, Event
@@ -148,9 +156,28 @@ def _sqlite_connector(path: str, *, readonly: bool) -> Any:
 def _engine(url: str, **options: Any) -> SAEngine:
     """An engine whose every statement stores only what the database can hold: no NUL, no
     lone surrogate, in its parameters or its JSON (:mod:`relay_engine.store.storable`)."""
-    engine = create_engine(url, json_serializer=storable_json, **options)
+    engine = create_engine(
+        url, json_serializer=storable_json, json_deserializer=_stored_json, **options
+    )
     sa_event.listen(engine, "before_cursor_execute", _storable_parameters, retval=True)
     return engine
+
+
+def _stored_json(text: str) -> Any:
+    """A JSON column's value. SQLite keeps JSON as text and checks none of it: a value
+    written there by hand that does not parse is named in one line, not a decoder's trace
+    (PostgreSQL refuses such a write)."""
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        shown = text if len(text) <= 40 else f"{text[:40]}…"
+        why = (
+            f"{error.msg} at character {error.pos}" if isinstance(error, JSONDecodeError) else error
+        )
+        raise StoredValueFault(
+            f"the database holds a JSON value that does not parse, {shown!r} ({why}): "
+            "correct or remove it"
+        ) from None
 
 
 def _storable_parameters(

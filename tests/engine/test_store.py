@@ -11,9 +11,10 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from helpers import Workspace, job_toml
+from helpers import Workspace, job_toml, running_engine, sim, task_state, wait_for
 from sqlalchemy.exc import SQLAlchemyError
 
+from relay_engine.loop.health import BAD_VALUE
 from relay_engine.ops.completion import fenced_tasks
 from relay_engine.store.db import PING_AFTER_IDLE_S, Store, ensure_row
 from relay_engine.store.schema import (
@@ -51,6 +52,34 @@ def test_two_engines_creating_the_same_row_at_once_do_not_collide(workspace: Wor
     with store.read() as session:
         assert session.get(ProviderLimit, "claude") is not None
         assert session.get(AgentRecord, ("e1", "claude-a")) is not None
+
+
+def test_a_json_value_written_by_hand_is_named_in_one_line_and_the_engine_waits_for_it(
+    sqlite_workspace: Workspace,
+) -> None:
+    """SQLite keeps JSON as text and checks none of it: a task's dependencies edited by
+    hand into something that does not parse. relay status says so in one line, not a
+    decoder's trace; an engine holds up with that condition instead of dying, and goes back
+    to work once the value is corrected."""
+    workspace = sqlite_workspace
+    workspace.configure(capacity=1, tick=0.05)
+    workspace.submit(job_toml("j", [{"id": "t", "sim": sim(0.01)}]))
+    database = sqlite3.connect(workspace.path / ".relay" / "relay.db", isolation_level=None)
+    database.execute("UPDATE relay_task SET dependencies = 'not json' WHERE key = 'j/t'")
+
+    status = workspace.cli("status")
+    said = "the database holds a JSON value that does not parse, 'not json'"
+    assert status.returncode == 2 and status.stderr.startswith(f"error: {said}"), status.stderr
+    assert len(status.stderr.strip().splitlines()) == 1
+    engine = workspace.engine()
+    with running_engine(engine):
+        wait_for(lambda: engine.condition == BAD_VALUE, timeout=15, what="the condition")
+        engines = workspace.cli("engines", "--json")
+        assert [e["condition"] for e in json.loads(engines.stdout)] == [BAD_VALUE]
+        database.execute("UPDATE relay_task SET dependencies = '[]' WHERE key = 'j/t'")
+        wait_for(lambda: task_state(workspace.store(), "j/t") == "SUCCEEDED", timeout=30)
+        assert engine.condition is None
+    database.close()
 
 
 @pytest.mark.slow
