@@ -198,9 +198,9 @@ def read_queue(
         rows, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept, pages=pages)
         kept.scoped = any(t.workstream or lock_dirs.get(t.job_id) for t in rows)
         kept.rows = [] if kept.scoped or pages == 1 else rows
-        top = rows[: _page_size(free, spare)], lock_dirs
+        window = rows if pages == 1 else rows[: _page_size(free, spare)]  # the rest wait
         if not kept.scoped:
-            return _view(session, top, [], (free, spare), kept, own, owned)
+            return _view(session, (window, lock_dirs), [], (free, spare), kept, own, owned)
     running = busy_tasks(session)
     mine = len(running) if engine_id is None else owned_by(running, engine_id)
     free = free_slots(capacity, mine, len(running), max_running)

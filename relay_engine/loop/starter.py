@@ -229,13 +229,13 @@ class Starter:
                 picks.wanted.append((task, selection))
                 running[selection.agent_id] += 1
                 fleet.add(selection.agent_id, selection.provider)
-                continue
-            picks.settled.append(task.key)
-            if isinstance(selection, Park):
+            elif isinstance(selection, Park):
+                picks.settled.append(task.key)
                 picks.changed |= self._park_before_launch(task, selection, now)
             elif isinstance(selection, NoAgent):
+                picks.settled.append(task.key)
                 picks.changed |= self._fail_unassignable(task, selection.reason, now)
-        return picks
+        return picks  # a task told to Wait (its agents are busy) stays queued, and kept
 
     def _alternates(self) -> int:
         """Candidates chosen per free slot beyond it, claimed in place of first picks another

@@ -127,6 +127,30 @@ def test_work_an_exit_queues_goes_ahead_of_the_rows_dispatch_kept(workspace: Wor
     assert started == ["a", "b", *(d["id"] for d in later)]
 
 
+def test_a_task_whose_agent_is_busy_keeps_its_place_among_the_rows_dispatch_kept(
+    workspace: Workspace,
+) -> None:
+    """The tester's second task waits while the one tester agent works; when the tester is
+    free again it is next, ahead of the implementers' lower priority tasks the engine had
+    already read (a task told to wait stays among the kept rows, in its place)."""
+    agents = [
+        {"id": "tester", "provider": "sim", "roles": ["tester"], "max_concurrent": 1},
+        {"id": "coder", "provider": "sim", "roles": ["implementer"], "max_concurrent": 1},
+    ]
+    workspace.configure(capacity=2, tick=60.0, lease=150.0, agents=agents)
+    tests = [{"id": f"t{i}", "role": "tester", "priority": "P0", "sim": sim(0.3)} for i in (1, 2)]
+    code = [{"id": f"c{i:02d}", "priority": "P2", "sim": sim(0.05)} for i in range(24)]
+    workspace.submit(job_toml("busy", [*tests, *code]))
+    store = workspace.store()
+
+    assert run_until_idle(workspace.engine(), timeout=60) is True
+
+    runs = {e.task_key.split("/")[1]: e for e in executions(store)}
+    later = [key for key, run in runs.items() if run.started_at >= runs["t1"].ended_at]
+    assert runs["t2"].started_at == min(runs[key].started_at for key in later)
+    assert runs["t2"].started_at - runs["t1"].ended_at < 1.0  # not at the next full tick
+
+
 def test_a_run_until_idle_ends_once_its_last_agent_ends_not_a_tick_interval_later(
     workspace: Workspace,
 ) -> None:
