@@ -433,8 +433,8 @@ def report_fixed_cost(base: dict[str, Any], alone: dict[str, Any], tasks: int) -
 
     Each configuration's CPU per task is ``fixed / batch + per_task``, where ``batch`` is the
     tasks one claim transaction took (the tasks over the claims the engines counted, the
-    warm-up's few among them): two
-    runs with different batches (the base's and the narrow engine's) give both terms. The
+    warm-up's few among them): two runs with different batches (the base's and the narrow
+    engine's) give both terms. The
     4-engine target then bounds the fixed term: what a round costs whatever it carries is
     what a fleet of narrow engines pays over and over."""
     points = [(tasks / r["claims"], r["cpu"]["engines"]) for r in (base, alone) if r["claims"]]

@@ -192,13 +192,13 @@ def read_queue(
         owned = sum(own.values())
         free = free_slots(capacity, owned, 0, None)
         spare = free * alternates
-        top = _kept_top(kept, free, spare, exclude)
+        top = _kept_top(kept, free, spare, exclude) if pages > 1 else None
         if top is not None:
             return _view(session, top, [], (free, spare), kept, own, owned)
         rows, lock_dirs = _top_of_queue(session, [], free, spare, exclude, kept, pages=pages)
         kept.scoped = any(t.workstream or lock_dirs.get(t.job_id) for t in rows)
-        kept.rows = [] if kept.scoped or pages == 1 else rows
-        window = rows if pages == 1 else rows[: _page_size(free, spare)]  # the rest wait
+        kept.rows = rows if pages > 1 and not kept.scoped else []
+        window = rows[: _page_size(free, spare)] if pages > 1 else rows  # the rest wait
         if not kept.scoped:
             return _view(session, (window, lock_dirs), [], (free, spare), kept, own, owned)
     running = busy_tasks(session)

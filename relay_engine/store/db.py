@@ -169,14 +169,11 @@ def _stored_json(text: str) -> Any:
     (PostgreSQL refuses such a write)."""
     try:
         return json.loads(text)
-    except ValueError as error:
+    except JSONDecodeError as error:
         shown = text if len(text) <= 40 else f"{text[:40]}…"
-        why = (
-            f"{error.msg} at character {error.pos}" if isinstance(error, JSONDecodeError) else error
-        )
         raise StoredValueFault(
-            f"the database holds a JSON value that does not parse, {shown!r} ({why}): "
-            "correct or remove it"
+            f"the database holds a JSON value that does not parse, {shown!r} ({error.msg} at "
+            f"character {error.pos}): correct or remove it"
         ) from None
 
 

@@ -191,7 +191,7 @@ def hold_dependents(session: Session, keys: Iterable[str], tasks: Iterable[Task]
     """Keep what one read of these tasks' dependents found (``tasks`` may hold other rows:
     only DRAFT tasks naming one of them are kept), for :func:`draft_dependents` to answer
     from, for a transaction that completes many tasks: not one read per completion. Kept
-    until the transaction adds a task (see :func:`_forget_dependents`)."""
+    until the transaction adds a task (see :func:`_note_new_tasks`)."""
     held: dict[str, list[Task]] = session.info.setdefault(_DEPENDENTS, {})
     drafts = {task.key: task for task in tasks if task.state == TaskState.DRAFT}
     for key in set(keys) - set(held):
@@ -210,7 +210,7 @@ def draft_dependents(session: Session, task: Task) -> list[Task]:
 
 
 @sa_event.listens_for(Session, "before_flush")
-def _forget_dependents(session: Session, *_: Any) -> None:
+def _note_new_tasks(session: Session, *_: Any) -> None:
     """A new task (a plan's children, a troubleshooter) may be a dependent the preload has
     not seen: the next look reads the database again. A new task born QUEUED (a
     troubleshooter) grows the queue, as :func:`move_task` does."""
